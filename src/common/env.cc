@@ -25,6 +25,7 @@ const std::vector<Knob>& knobs() {
       {"WEFT_LOCAL_DISABLE", nullptr, "0", "1 disables the in-process transport (ranks in one process then use shm)"},
       {"WEFT_TREE_CHUNK_BYTES", nullptr, "131072", "pipelining chunk of tree algorithms"},
       {"WEFT_THREAD_AFFINITY", nullptr, "0", "1 pins executor threads with hwloc"},
+      {"WEFT_SIMD", nullptr, "", "force kernel ISA: scalar, avx2, avx512"},
   };
   return kKnobs;
 }

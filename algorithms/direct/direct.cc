@@ -1,0 +1,160 @@
+#include "algorithms/direct/direct.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "algorithms/common/builder.h"
+#include "src/common/error.h"
+
+namespace weft::algo {
+namespace {
+
+using plan::Collective;
+using plan::Plan;
+using plan::Program;
+using plan::Spec;
+
+// Alltoall (exchange = true: block d of the input goes to rank d) or allgather (the whole input
+// goes to everyone). Per channel part a send lane and a receive lane, so no rank's sends wait for
+// its receives.
+Plan pairwise(const Spec& spec, const Options& o, bool exchange) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks;
+  const uint64_t cnt = spec.count;
+  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    for (int c = 0; c < o.channels; ++c) {
+      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
+      if (len == 0) continue;
+      const int send = addLane(p, c), recv = addLane(p, c);
+      addStep(p, recv, copyStep(inRef((exchange ? r * cnt : 0) + q0), outRef(r * cnt + q0), len));
+      for (int k = 1; k < n; ++k) {
+        const int to = mod(r + k, n), from = mod(r - k, n);
+        addStep(p, send, sendStep(to, inRef((exchange ? to * cnt : 0) + q0), len));
+        addStep(p, recv, recvStep(from, outRef(from * cnt + q0), len));
+      }
+    }
+  }
+  return plan;
+}
+
+Plan gather(const Spec& spec, const Options& o) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks, root = spec.root;
+  const uint64_t cnt = spec.count;
+  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    for (int c = 0; c < o.channels; ++c) {
+      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
+      if (len == 0) continue;
+      const int lane = addLane(p, c);
+      if (r != root) {
+        addStep(p, lane, sendStep(root, inRef(q0), len));
+        continue;
+      }
+      addStep(p, lane, copyStep(inRef(q0), outRef(root * cnt + q0), len));
+      for (int k = 1; k < n; ++k) {
+        const int from = mod(root + k, n);
+        addStep(p, lane, recvStep(from, outRef(from * cnt + q0), len));
+      }
+    }
+  }
+  return plan;
+}
+
+Plan scatter(const Spec& spec, const Options& o) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks, root = spec.root;
+  const uint64_t cnt = spec.count;
+  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    for (int c = 0; c < o.channels; ++c) {
+      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
+      if (len == 0) continue;
+      const int lane = addLane(p, c);
+      if (r != root) {
+        addStep(p, lane, recvStep(root, outRef(q0), len));
+        continue;
+      }
+      addStep(p, lane, copyStep(inRef(root * cnt + q0), outRef(q0), len));
+      for (int k = 1; k < n; ++k) {
+        const int to = mod(root + k, n);
+        addStep(p, lane, sendStep(to, inRef(to * cnt + q0), len));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+Plan buildDirect(const Spec& spec, const Options& options) {
+  checkSpec(spec, options);
+  Plan plan;
+  if (trivialPlan(spec, "direct", &plan)) return plan;
+  switch (spec.coll) {
+    case Collective::kAlltoAll:
+      return pairwise(spec, options, true);
+    case Collective::kAllGather:
+      return pairwise(spec, options, false);
+    case Collective::kGather:
+      return gather(spec, options);
+    case Collective::kScatter:
+      return scatter(spec, options);
+    default:
+      break;
+  }
+  throw Error(Status::kInvalidArgument,
+              std::string("direct does not implement ") + plan::collectiveName(spec.coll));
+}
+
+plan::Program p2pProgram(int rank, int nranks, const std::vector<P2pOp>& ops) {
+  auto bad = [](const std::string& m) { throw Error(Status::kInvalidArgument, m); };
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    bad("p2p group: rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+  Program p;
+  std::map<std::pair<int, bool>, int> lanes;  // (peer, send) -> lane; each keeps its ops' order
+  std::vector<const P2pOp*> selfSends, selfRecvs;
+  for (const P2pOp& op : ops) {
+    if (op.peer < 0 || op.peer >= nranks)
+      bad("p2p group on rank " + std::to_string(rank) + ": peer " + std::to_string(op.peer) +
+          " is not a rank of " + std::to_string(nranks));
+    const uint16_t buffer = plan::kExtra + op.bufferIndex;
+    if (buffer < op.bufferIndex) bad("p2p group: buffer index out of range");
+    if (p.extraElems.size() <= op.bufferIndex) p.extraElems.resize(op.bufferIndex + 1, 0);
+    p.extraElems[op.bufferIndex] = std::max(p.extraElems[op.bufferIndex], op.count);
+    if (op.peer == rank) {
+      (op.send ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    auto [it, fresh] = lanes.emplace(std::make_pair(op.peer, op.send), 0);
+    if (fresh) it->second = addLane(p, 0);
+    addStep(p, it->second,
+            op.send ? sendStep(op.peer, {buffer, 0}, op.count)
+                    : recvStep(op.peer, {buffer, 0}, op.count));
+  }
+  if (selfSends.size() != selfRecvs.size())
+    bad("p2p group on rank " + std::to_string(rank) + " has " + std::to_string(selfSends.size()) +
+        " sends to itself but " + std::to_string(selfRecvs.size()) + " receives from itself");
+  if (!selfSends.empty()) {
+    const int lane = addLane(p, 0);
+    for (size_t i = 0; i < selfSends.size(); ++i) {
+      if (selfSends[i]->count != selfRecvs[i]->count)
+        bad("p2p group on rank " + std::to_string(rank) + ": send to itself of " +
+            std::to_string(selfSends[i]->count) + " elements meets a receive of " +
+            std::to_string(selfRecvs[i]->count));
+      addStep(p, lane,
+              copyStep({static_cast<uint16_t>(plan::kExtra + selfSends[i]->bufferIndex), 0},
+                       {static_cast<uint16_t>(plan::kExtra + selfRecvs[i]->bufferIndex), 0},
+                       selfSends[i]->count));
+    }
+  }
+  return p;
+}
+
+}  // namespace weft::algo

@@ -1,0 +1,12 @@
+// Direct (pairwise) algorithms: every rank talks to every peer itself. Alltoall and allgather
+// go round k = 1..n-1 sending to rank + k and receiving from rank - k on separate lanes; gather
+// and scatter move every block straight to or from the root. Also the point-to-point group
+// programs (ncclSend / ncclRecv).
+#pragma once
+#include "algorithms/registry.h"
+
+namespace weft::algo {
+
+plan::Plan buildDirect(const plan::Spec& spec, const Options& options);
+
+}  // namespace weft::algo

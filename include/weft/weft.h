@@ -1,0 +1,33 @@
+/*
+ * Weft's C extensions to the NCCL API. Host streams let host-mode callers queue collectives
+ * asynchronously the way CUDA streams do on a GPU: pass one as the cudaStream_t of any call.
+ */
+#ifndef WEFT_WEFT_H_
+#define WEFT_WEFT_H_
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Weft's own version, e.g. "0.1.0" (ncclGetVersion reports the NCCL version it mimics). */
+const char* weftVersionString(void);
+
+/* Creates a host stream: calls queued on it run in order on a Weft progress thread. */
+ncclResult_t weftStreamCreate(cudaStream_t* stream);
+
+/* Waits for the stream's pending work, then frees it. */
+ncclResult_t weftStreamDestroy(cudaStream_t stream);
+
+/* Blocks until every call queued on the stream has completed; returns the first error. */
+ncclResult_t weftStreamSynchronize(cudaStream_t stream);
+
+/* ncclSuccess when the stream is idle, ncclInProgress while work is pending, else an error. */
+ncclResult_t weftStreamQuery(cudaStream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* WEFT_WEFT_H_ */

@@ -1,0 +1,36 @@
+// gather_perf: ncclGather to -r root; count = elements each rank sends;
+// busbw = algbw * (n-1)/n.
+#include "perf/common.h"
+
+namespace weft::perf {
+namespace {
+
+class Gather final : public Collective {
+ public:
+  bool rooted() const override { return true; }
+  CollCounts counts(size_t count, int n) const override {
+    const size_t base = count / static_cast<size_t>(n);
+    return {base, base * n, base, base, 0};
+  }
+  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t,
+                   int root, ncclComm_t comm, cudaStream_t stream) const override {
+    return ncclGather(send, recv, count, type, root, comm, stream);
+  }
+  double algBytes(size_t count, size_t typeSize, int n) const override {
+    return static_cast<double>(count * typeSize) * n;
+  }
+  double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
+  // Only the root's buffer changes: block p holds rank p's input.
+  Expect expected(const DataView& v, size_t k) const override {
+    if (v.rank != v.root) return v.unchanged(k);
+    return {v.input(static_cast<int>(k / v.count), k % v.count), 0};
+  }
+};
+
+}  // namespace
+}  // namespace weft::perf
+
+int main(int argc, char** argv) {
+  return weft::perf::perfMain(argc, argv, weft::perf::Gather());
+}

@@ -1,0 +1,34 @@
+// reduce_scatter_perf: ncclReduceScatter; count = elements each rank receives;
+// busbw = algbw * (n-1)/n.
+#include "perf/common.h"
+
+namespace weft::perf {
+namespace {
+
+class ReduceScatter final : public Collective {
+ public:
+  bool reduces() const override { return true; }
+  CollCounts counts(size_t count, int n) const override {
+    const size_t base = count / static_cast<size_t>(n);
+    return {base * n, base, base, 0, base};
+  }
+  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type,
+                   ncclRedOp_t op, int, ncclComm_t comm, cudaStream_t stream) const override {
+    return ncclReduceScatter(send, recv, count, type, op, comm, stream);
+  }
+  double algBytes(size_t count, size_t typeSize, int n) const override {
+    return static_cast<double>(count * typeSize) * n;
+  }
+  double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
+  Expect expected(const DataView& v, size_t k) const override {
+    return v.reduced(v.rank * v.count + k);
+  }
+};
+
+}  // namespace
+}  // namespace weft::perf
+
+int main(int argc, char** argv) {
+  return weft::perf::perfMain(argc, argv, weft::perf::ReduceScatter());
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Weft's build and tests need, only when something is missing.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml-dev
+      libgtest-dev googletest python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

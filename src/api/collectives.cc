@@ -1,0 +1,213 @@
+// Collectives, point-to-point, groups and reduction-op entry points.
+#include <limits>
+
+#include "src/api/handle.h"
+#include "src/common/datatype.h"
+#include "src/core/group.h"
+#include "src/exec/host_stream.h"
+
+using namespace weft;
+using weft::api::guard;
+using plan::Collective;
+
+namespace {
+
+// Elements each rank's receive buffer spans, per NCCL's rules (for overflow checks).
+uint64_t spanMultiplier(Collective c, int nranks) {
+  switch (c) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAlltoAll:
+    case Collective::kGather:
+    case Collective::kScatter: return static_cast<uint64_t>(nranks);
+    default: return 1;
+  }
+}
+
+bool needsOp(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
+}
+
+bool hasRoot(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kScatter;
+}
+
+Status enqueue(core::Call call, ncclComm_t comm, std::string* why) {
+  core::Communicator* impl = api::communicator(comm);
+  call.comm = impl;
+  const int n = impl->size(), me = impl->rank();
+  if (!isValid(call.type))
+    fail(Status::kInvalidArgument, "invalid datatype " + std::to_string(static_cast<int>(call.type)));
+  if (needsOp(call.coll) && !impl->validOp(call.op, call.type, why))
+    return Status::kInvalidArgument;
+  if ((hasRoot(call.coll) || call.coll == Collective::kSendRecv) && (call.root < 0 || call.root >= n))
+    fail(Status::kInvalidArgument, std::string(call.coll == Collective::kSendRecv ? "peer " : "root ") +
+                                       std::to_string(call.root) + " out of range [0, " +
+                                       std::to_string(n) + ")");
+  const uint64_t es = dataTypeSize(call.type);
+  const uint64_t span = spanMultiplier(call.coll, n);
+  if (call.count > std::numeric_limits<uint64_t>::max() / es / span ||
+      call.count * es * span > (uint64_t(1) << 48))  // beyond any x86-64 / arm64 user address space
+    fail(Status::kInvalidArgument, "count " + std::to_string(call.count) + " overflows the buffer size");
+  if (call.count > 0) {
+    // Which buffers this rank reads / writes, so NULL is caught only where it matters.
+    bool readsSend = true, writesRecv = true;
+    switch (call.coll) {
+      case Collective::kBroadcast: readsSend = me == call.root; break;
+      case Collective::kReduce: writesRecv = me == call.root; break;
+      case Collective::kGather: writesRecv = me == call.root; break;
+      case Collective::kScatter: readsSend = me == call.root; break;
+      case Collective::kSendRecv: readsSend = call.isSend; writesRecv = !call.isSend; break;
+      default: break;
+    }
+    if (readsSend && !call.send) fail(Status::kInvalidArgument, "sendbuff is NULL");
+    if (writesRecv && !call.recv) fail(Status::kInvalidArgument, "recvbuff is NULL");
+  }
+  if (call.stream && !exec::HostStream::isLive(call.stream))
+    fail(Status::kInvalidArgument,
+         "stream is neither NULL nor a Weft host stream (this build runs host memory only)");
+  if (impl->asyncError() != Status::kSuccess) {
+    *why = "communicator is in an error state: " + impl->lastError();
+    return impl->asyncError();
+  }
+  return core::submit(call, why);
+}
+
+ncclResult_t collective(const char* fn, Collective coll, const void* send, void* recv,
+                        size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
+                        cudaStream_t stream, bool isSend = false) {
+  return guard(fn, [&](std::string* why) {
+    core::Call c;
+    c.coll = coll;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.type = static_cast<DataType>(type);
+    c.op = op;
+    c.root = root;
+    c.isSend = isSend;
+    c.stream = stream;
+    return enqueue(c, comm, why);
+  });
+}
+
+}  // namespace
+
+WEFT_API(ncclResult_t, ncclAllReduce,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclAllReduce", Collective::kAllReduce, sendbuff, recvbuff, count, datatype,
+                    op, 0, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclReduce,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclReduce", Collective::kReduce, sendbuff, recvbuff, count, datatype, op,
+                    root, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclBroadcast,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclBroadcast", Collective::kBroadcast, sendbuff, recvbuff, count, datatype,
+                    0, root, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclBcast,
+         (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+          cudaStream_t stream)) {
+  return collective("ncclBcast", Collective::kBroadcast, buff, buff, count, datatype, 0, root,
+                    comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclReduceScatter,
+         (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclReduceScatter", Collective::kReduceScatter, sendbuff, recvbuff, recvcount,
+                    datatype, op, 0, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclAllGather,
+         (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+          ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclAllGather", Collective::kAllGather, sendbuff, recvbuff, sendcount,
+                    datatype, 0, 0, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclAlltoAll,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+          ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclAlltoAll", Collective::kAlltoAll, sendbuff, recvbuff, count, datatype, 0,
+                    0, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclGather,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclGather", Collective::kGather, sendbuff, recvbuff, count, datatype, 0,
+                    root, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclScatter,
+         (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+          ncclComm_t comm, cudaStream_t stream)) {
+  return collective("ncclScatter", Collective::kScatter, sendbuff, recvbuff, count, datatype, 0,
+                    root, comm, stream);
+}
+
+WEFT_API(ncclResult_t, ncclSend,
+         (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+          cudaStream_t stream)) {
+  return collective("ncclSend", Collective::kSendRecv, sendbuff, nullptr, count, datatype, 0, peer,
+                    comm, stream, true);
+}
+
+WEFT_API(ncclResult_t, ncclRecv,
+         (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+          cudaStream_t stream)) {
+  return collective("ncclRecv", Collective::kSendRecv, nullptr, recvbuff, count, datatype, 0, peer,
+                    comm, stream, false);
+}
+
+WEFT_API(ncclResult_t, ncclGroupStart, ()) {
+  return guard("ncclGroupStart", [&](std::string*) {
+    core::groupStart();
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclGroupEnd, ()) {
+  return guard("ncclGroupEnd", [&](std::string* why) { return core::groupEnd(why); });
+}
+
+WEFT_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
+  return guard("ncclGroupSimulateEnd", [&](std::string* why) {
+    *why = "ncclGroupSimulateEnd is not supported yet by Weft";
+    return Status::kInvalidUsage;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum,
+         (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
+          ncclComm_t comm)) {
+  return guard("ncclRedOpCreatePreMulSum", [&](std::string*) {
+    core::Communicator* impl = api::communicator(comm);
+    if (!op || !scalar) fail(Status::kInvalidArgument, "op and scalar must not be NULL");
+    if (!isValid(static_cast<DataType>(datatype)))
+      fail(Status::kInvalidArgument, "invalid datatype " + std::to_string(datatype));
+    if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
+      fail(Status::kInvalidArgument, "invalid scalar residence");
+    // Host mode: a "device" scalar is host memory too; both are read now.
+    *op = static_cast<ncclRedOp_t>(impl->createPreMulSum(scalar, static_cast<DataType>(datatype)));
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
+  return guard("ncclRedOpDestroy", [&](std::string*) {
+    api::communicator(comm)->destroyOp(op);
+    return Status::kSuccess;
+  });
+}

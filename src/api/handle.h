@@ -1,0 +1,67 @@
+// The object behind ncclComm_t, and the guard every entry point runs its body in.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "nccl.h"
+#include "src/common/error.h"
+#include "src/common/log.h"
+#include "src/core/communicator.h"
+
+// Handles are never freed, only marked dead, so a call on a destroyed communicator reads a
+// tombstone and fails cleanly instead of touching freed memory.
+struct ncclComm {
+  static constexpr uint64_t kLive = 0x57454654434f4d4dull;  // "WEFTCOMM"
+  static constexpr uint64_t kDead = 0x4445414444454144ull;
+  std::atomic<uint64_t> magic{kLive};
+  std::atomic<int> state{0};  // 0 ready, 1 initialising, 2 init failed
+  weft::core::Communicator* impl = nullptr;
+  weft::Status initStatus = weft::Status::kSuccess;
+  std::string initError;
+  std::thread initThread;  // non-blocking init
+};
+
+namespace weft::api {
+
+#define WEFT_EXPORT extern "C" __attribute__((visibility("default")))
+// Defines ncclX and its profiling twin pncclX (an alias of the same code).
+#define WEFT_API(ret, name, params) \
+  WEFT_EXPORT ret p##name params __attribute__((alias(#name))); \
+  WEFT_EXPORT ret name params
+
+inline ncclResult_t toResult(Status s) { return static_cast<ncclResult_t>(s); }
+
+void setLastError(const std::string& message);
+const char* lastErrorText();
+
+// Runs `body` (returning Status), turning exceptions into codes and recording the message.
+template <typename F>
+ncclResult_t guard(const char* fn, F&& body) {
+  std::string why;
+  Status st;
+  try {
+    st = body(&why);
+  } catch (const Error& e) {
+    st = e.code();
+    why = e.what();
+  } catch (const std::bad_alloc&) {
+    st = Status::kSystemError;
+    why = "out of memory";
+  } catch (const std::exception& e) {
+    st = Status::kInternalError;
+    why = e.what();
+  }
+  if (st != Status::kSuccess && st != Status::kInProgress) {
+    std::string msg = std::string(fn) + ": " + why;
+    setLastError(msg);
+    WEFT_WARN(INIT, "%s", msg.c_str());
+  }
+  return toResult(st);
+}
+
+// Validates a handle and waits for a pending non-blocking init; throws on a bad handle.
+core::Communicator* communicator(ncclComm_t comm);
+
+}  // namespace weft::api

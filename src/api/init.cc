@@ -1,0 +1,344 @@
+// Communicator lifetime, identity and error queries.
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "src/api/handle.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/common/env.h"
+#include "src/core/group.h"
+
+namespace weft::api {
+
+namespace {
+std::mutex gErrMu;
+std::string gLastError;
+
+bootstrap::UniqueIdBytes toId(const ncclUniqueId& id) {
+  bootstrap::UniqueIdBytes b;
+  static_assert(sizeof(b.bytes) == sizeof(id.internal));
+  std::memcpy(b.bytes, id.internal, sizeof(b.bytes));
+  return b;
+}
+
+core::CommConfig toConfig(const ncclConfig_t* config) {
+  core::CommConfig c = core::configFromEnv();
+  if (!config) return c;
+  // Callers compiled against other headers pass their own struct size: read only what both know.
+  ncclConfig_t local = NCCL_CONFIG_INITIALIZER;
+  if (config->magic != 0xcafebeef)
+    fail(Status::kInvalidArgument, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER");
+  size_t n = std::min(config->size, sizeof(local));
+  if (n < offsetof(ncclConfig_t, blocking))
+    fail(Status::kInvalidArgument, "ncclConfig_t size " + std::to_string(config->size) + " is too small");
+  std::memcpy(&local, config, n);
+  if (local.blocking != NCCL_CONFIG_UNDEF_INT) c.blocking = local.blocking != 0;
+  if (local.commName) c.name = local.commName;
+  return c;
+}
+
+// Creates the communicator behind `handle`, honouring blocking / group semantics.
+Status startInit(ncclComm* handle, const bootstrap::UniqueIdBytes& id, int nranks, int rank,
+                 const core::CommConfig& cfg, std::string* why) {
+  handle->state = 1;
+  auto job = [handle, id, nranks, rank, cfg](std::string* msg) {
+    try {
+      handle->impl = new core::Communicator(id, rank, nranks, cfg);
+      handle->state = 0;
+      return Status::kSuccess;
+    } catch (const Error& e) {
+      handle->initStatus = e.code();
+      handle->initError = e.what();
+      *msg = e.what();
+    } catch (const std::exception& e) {
+      handle->initStatus = Status::kInternalError;
+      handle->initError = e.what();
+      *msg = e.what();
+    }
+    handle->state = 2;
+    return handle->initStatus;
+  };
+  if (!cfg.blocking && core::groupDepth() == 0) {
+    handle->initThread = std::thread([job] {
+      std::string msg;
+      job(&msg);
+    });
+    return Status::kInProgress;
+  }
+  return core::deferOrRun(job, why);
+}
+
+Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
+                const ncclConfig_t* config, std::string* why) {
+  if (!out) fail(Status::kInvalidArgument, "comm pointer is NULL");
+  if (nranks < 1) fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
+  if (rank < 0 || rank >= nranks)
+    fail(Status::kInvalidArgument,
+         "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
+  core::CommConfig cfg = toConfig(config);
+  bootstrap::describe(toId(id));  // rejects a malformed id before anything starts
+  auto* handle = new ncclComm;
+  *out = handle;
+  Status st = startInit(handle, toId(id), nranks, rank, cfg, why);
+  if (st != Status::kSuccess && st != Status::kInProgress) *out = nullptr;
+  return st;
+}
+
+}  // namespace
+
+void setLastError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(gErrMu);
+  gLastError = message;
+}
+
+const char* lastErrorText() {
+  static thread_local std::string copy;
+  std::lock_guard<std::mutex> lock(gErrMu);
+  copy = gLastError;
+  return copy.c_str();
+}
+
+core::Communicator* communicator(ncclComm_t comm) {
+  if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
+  uint64_t m = comm->magic.load();
+  if (m == ncclComm::kDead)
+    fail(Status::kInvalidArgument, "communicator was already destroyed");
+  if (m != ncclComm::kLive) fail(Status::kInvalidArgument, "not a valid communicator");
+  if (comm->state.load() == 1 && comm->initThread.joinable()) comm->initThread.join();
+  if (comm->state.load() == 1)
+    fail(Status::kInvalidUsage, "communicator is still being initialised (call ncclGroupEnd first)");
+  if (comm->state.load() == 2)
+    fail(comm->initStatus, "communicator failed to initialise: " + comm->initError);
+  return comm->impl;
+}
+
+}  // namespace weft::api
+
+using namespace weft;
+using weft::api::guard;
+
+WEFT_API(ncclResult_t, ncclGetVersion, (int* version)) {
+  return guard("ncclGetVersion", [&](std::string*) {
+    if (!version) fail(Status::kInvalidArgument, "version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId)) {
+  return guard("ncclGetUniqueId", [&](std::string*) {
+    if (!uniqueId) fail(Status::kInvalidArgument, "uniqueId is NULL");
+    bootstrap::UniqueIdBytes id = bootstrap::generateUniqueId();
+    std::memcpy(uniqueId->internal, id.bytes, sizeof(id.bytes));
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRankConfig,
+         (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config)) {
+  return guard("ncclCommInitRankConfig", [&](std::string* why) {
+    return api::initRank(comm, nranks, commId, rank, config, why);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRank,
+         (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank)) {
+  return guard("ncclCommInitRank", [&](std::string* why) {
+    return api::initRank(comm, nranks, commId, rank, nullptr, why);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitRankScalable,
+         (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+          ncclConfig_t* config)) {
+  return guard("ncclCommInitRankScalable", [&](std::string* why) {
+    if (nId < 1 || !commIds) fail(Status::kInvalidArgument, "need at least one unique id");
+    // Every rank meets at the first root; the others exist to spread load at very large scale.
+    return api::initRank(newcomm, nranks, commIds[0], myrank, config, why);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int* devlist)) {
+  return guard("ncclCommInitAll", [&](std::string* why) {
+    if (!comms) fail(Status::kInvalidArgument, "comms is NULL");
+    if (ndev < 1) fail(Status::kInvalidArgument, "ndev must be >= 1, got " + std::to_string(ndev));
+    ncclUniqueId id;
+    bootstrap::UniqueIdBytes raw = bootstrap::generateUniqueId();
+    std::memcpy(id.internal, raw.bytes, sizeof(raw.bytes));
+    core::groupStart();
+    Status st = Status::kSuccess;
+    for (int i = 0; i < ndev && st == Status::kSuccess; ++i)
+      st = api::initRank(&comms[i], ndev, id, i, nullptr, why);
+    std::string endWhy;
+    Status endSt = core::groupEnd(&endWhy);
+    if (st != Status::kSuccess) return st;
+    *why = endWhy;
+    return endSt;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
+  return guard("ncclCommFinalize", [&](std::string*) {
+    api::communicator(comm);  // all work is complete when blocking calls return
+    return Status::kSuccess;
+  });
+}
+
+static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
+  if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
+  if (comm->magic.load() != ncclComm::kLive)
+    fail(Status::kInvalidArgument, "communicator was already destroyed or is invalid");
+  if (comm->initThread.joinable()) comm->initThread.join();
+  comm->magic.store(ncclComm::kDead);
+  if (comm->impl) {
+    if (abortFirst) comm->impl->abort();
+    delete comm->impl;
+    comm->impl = nullptr;
+  }
+  return Status::kSuccess;
+}
+
+WEFT_API(ncclResult_t, ncclCommDestroy, (ncclComm_t comm)) {
+  return guard("ncclCommDestroy", [&](std::string*) { return destroyHandle(comm, false); });
+}
+
+WEFT_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
+  return guard("ncclCommAbort", [&](std::string*) {
+    if (!comm) return Status::kSuccess;  // NCCL accepts a NULL comm here
+    return destroyHandle(comm, true);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommSplit,
+         (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
+  return guard("ncclCommSplit", [&](std::string* why) {
+    core::Communicator* parent = api::communicator(comm);
+    if (!newcomm) fail(Status::kInvalidArgument, "newcomm is NULL");
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+      fail(Status::kInvalidArgument, "color must be >= 0 or NCCL_SPLIT_NOCOLOR");
+    core::CommConfig cfg = api::toConfig(config);
+    *newcomm = nullptr;
+    auto* handle = new ncclComm;
+    handle->state = 1;
+    ncclComm_t* out = newcomm;
+    auto job = [parent, color, key, cfg, handle, out](std::string* msg) -> Status {
+      // Every parent rank publishes (color, key); each color's first member makes the id.
+      struct Entry {
+        int32_t color, key, rank, pad;
+        bootstrap::UniqueIdBytes id;
+      };
+      const int n = parent->size(), me = parent->rank();
+      std::vector<Entry> all(n);
+      all[me] = {color, key, me, 0, {}};
+      std::vector<int> members;
+      parent->bootstrap().allgather(all.data(), sizeof(Entry));
+      for (int r = 0; r < n; ++r)
+        if (all[r].color == color && color != NCCL_SPLIT_NOCOLOR) members.push_back(r);
+      std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+        return all[a].key != all[b].key ? all[a].key < all[b].key : a < b;
+      });
+      bool leader = !members.empty() && members.front() == me;
+      if (leader) all[me].id = bootstrap::generateUniqueId();
+      parent->bootstrap().allgather(all.data(), sizeof(Entry));
+      if (color == NCCL_SPLIT_NOCOLOR) {
+        handle->magic.store(ncclComm::kDead);
+        return Status::kSuccess;
+      }
+      int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+      try {
+        handle->impl = new core::Communicator(all[members.front()].id, newRank,
+                                              static_cast<int>(members.size()), cfg);
+      } catch (const Error& e) {
+        handle->state = 2;
+        *msg = e.what();
+        return e.code();
+      }
+      handle->state = 0;
+      *out = handle;
+      return Status::kSuccess;
+    };
+    return core::deferOrRun(job, why);
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommShrink,
+         (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+          ncclConfig_t* config, int shrinkFlags)) {
+  return guard("ncclCommShrink", [&](std::string* why) {
+    *why = "ncclCommShrink is not supported yet by Weft";
+    return Status::kInvalidUsage;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
+  return guard("ncclCommRevoke", [&](std::string* why) {
+    *why = "ncclCommRevoke is not supported yet by Weft";
+    return Status::kInvalidUsage;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count)) {
+  return guard("ncclCommCount", [&](std::string*) {
+    if (!count) fail(Status::kInvalidArgument, "count is NULL");
+    *count = api::communicator(comm)->size();
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank)) {
+  return guard("ncclCommUserRank", [&](std::string*) {
+    if (!rank) fail(Status::kInvalidArgument, "rank is NULL");
+    *rank = api::communicator(comm)->rank();
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device)) {
+  return guard("ncclCommCuDevice", [&](std::string*) {
+    if (!device) fail(Status::kInvalidArgument, "device is NULL");
+    api::communicator(comm);
+    *device = -1;  // host-memory communicator: no CUDA device
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(const char*, ncclGetErrorString, (ncclResult_t result)) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Weft developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+WEFT_API(const char*, ncclGetLastError, (ncclComm_t comm)) {
+  if (comm && comm->magic.load() == ncclComm::kLive && comm->impl) {
+    static thread_local std::string copy;
+    copy = comm->impl->lastError();
+    if (!copy.empty()) return copy.c_str();
+  }
+  return api::lastErrorText();
+}
+
+WEFT_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError)) {
+  return guard("ncclCommGetAsyncError", [&](std::string*) {
+    if (!asyncError) fail(Status::kInvalidArgument, "asyncError is NULL");
+    if (!comm || comm->magic.load() != ncclComm::kLive)
+      fail(Status::kInvalidArgument, "not a valid communicator");
+    int state = comm->state.load();
+    if (state == 1) {
+      *asyncError = ncclInProgress;
+    } else if (state == 2) {
+      *asyncError = api::toResult(comm->initStatus);
+    } else {
+      if (comm->initThread.joinable()) comm->initThread.join();
+      *asyncError = api::toResult(comm->impl->asyncError());
+    }
+    return Status::kSuccess;
+  });
+}

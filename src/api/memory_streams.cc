@@ -1,0 +1,94 @@
+// Memory allocation, buffer registration, windows and host streams.
+#include "src/api/handle.h"
+#include "src/common/clock.h"
+#include "src/core/memory.h"
+#include "src/exec/host_stream.h"
+#include "weft/weft.h"
+
+using namespace weft;
+using weft::api::guard;
+
+WEFT_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
+  return guard("ncclMemAlloc", [&](std::string*) {
+    if (!ptr) fail(Status::kInvalidArgument, "ptr is NULL");
+    *ptr = core::memAlloc(size);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclMemFree, (void* ptr)) {
+  return guard("ncclMemFree", [&](std::string*) {
+    if (!ptr) return Status::kSuccess;
+    core::memFree(ptr);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommRegister,
+         (const ncclComm_t comm, void* buff, size_t size, void** handle)) {
+  return guard("ncclCommRegister", [&](std::string*) {
+    core::Communicator* impl = api::communicator(comm);
+    if (!handle) fail(Status::kInvalidArgument, "handle is NULL");
+    if (!buff && size > 0) fail(Status::kInvalidArgument, "buff is NULL");
+    *handle = impl->registerBuffer(buff, size);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)) {
+  return guard("ncclCommDeregister", [&](std::string*) {
+    api::communicator(comm)->deregisterBuffer(handle);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommWindowRegister,
+         (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags)) {
+  return guard("ncclCommWindowRegister", [&](std::string* why) {
+    *why = "symmetric windows are not supported yet by Weft";
+    return Status::kInvalidUsage;
+  });
+}
+
+WEFT_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win)) {
+  return guard("ncclCommWindowDeregister", [&](std::string* why) {
+    *why = "symmetric windows are not supported yet by Weft";
+    return Status::kInvalidUsage;
+  });
+}
+
+WEFT_EXPORT const char* weftVersionString(void) { return "0.1.0"; }
+
+static exec::HostStream* hostStream(cudaStream_t stream) {
+  if (!stream || !exec::HostStream::isLive(stream))
+    fail(Status::kInvalidArgument, "not a live Weft host stream");
+  return reinterpret_cast<exec::HostStream*>(stream);
+}
+
+WEFT_EXPORT ncclResult_t weftStreamCreate(cudaStream_t* stream) {
+  return guard("weftStreamCreate", [&](std::string*) {
+    if (!stream) fail(Status::kInvalidArgument, "stream is NULL");
+    *stream = reinterpret_cast<cudaStream_t>(new exec::HostStream);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_EXPORT ncclResult_t weftStreamDestroy(cudaStream_t stream) {
+  return guard("weftStreamDestroy", [&](std::string*) {
+    delete hostStream(stream);
+    return Status::kSuccess;
+  });
+}
+
+WEFT_EXPORT ncclResult_t weftStreamSynchronize(cudaStream_t stream) {
+  return guard("weftStreamSynchronize", [&](std::string* why) {
+    // Each queued run has its own progress timeout; this bound only catches a wedged stream.
+    return hostStream(stream)->synchronize(std::chrono::hours(24), why);
+  });
+}
+
+WEFT_EXPORT ncclResult_t weftStreamQuery(cudaStream_t stream) {
+  return guard("weftStreamQuery", [&](std::string*) {
+    return hostStream(stream)->idle() ? Status::kSuccess : Status::kInProgress;
+  });
+}

@@ -1,0 +1,334 @@
+#include "src/core/communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "src/common/env.h"
+#include "src/common/log.h"
+#include "src/common/reduce.h"
+#include "transports/base/fifo.h"
+
+namespace weft::core {
+
+CommConfig configFromEnv() {
+  CommConfig c;
+  c.timeout = std::chrono::milliseconds(env::getInt("WEFT_TIMEOUT_MS"));
+  c.bootstrapTimeout = std::chrono::milliseconds(env::getInt("WEFT_BOOTSTRAP_TIMEOUT_MS"));
+  return c;
+}
+
+namespace {
+
+// What every rank publishes at init.
+struct InitInfo {
+  transport::PeerInfo peer;
+  uint64_t slotBytes;
+  uint32_t slots;
+  uint32_t pad;
+};
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+}  // namespace
+
+Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nranks,
+                           const CommConfig& cfg)
+    : cfg_(cfg), rank_(rank), nranks_(nranks) {
+  if (nranks < 1) fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
+  if (rank < 0 || rank >= nranks)
+    fail(Status::kInvalidArgument,
+         "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
+  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, cfg.bootstrapTimeout);
+  commHash_ = boot_->commHash();
+  bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
+
+  std::vector<InitInfo> infos(nranks);
+  infos[rank].peer = transport::localPeerInfo(rank);
+  infos[rank].slotBytes = static_cast<uint64_t>(env::getInt("WEFT_SLOT_BYTES"));
+  infos[rank].slots = static_cast<uint32_t>(env::getInt("WEFT_SLOTS"));
+  boot_->allgather(infos.data(), sizeof(InitInfo));
+  for (const auto& i : infos) peers_.push_back(i.peer);
+  // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
+  peerBells_.resize(nranks);
+  for (int r = 0; r < nranks; ++r)
+    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
+  boot_->barrier();
+  bell_->unlink();
+
+  // Rank 0's FIFO geometry wins so every rank slices messages the same way.
+  ctx_.commHash = commHash_;
+  ctx_.rank = rank;
+  ctx_.nranks = nranks;
+  ctx_.peers = &peers_;
+  ctx_.bells = &peerBells_;
+  ctx_.slotBytes = std::max<uint64_t>(4096, infos[0].slotBytes / 64 * 64);
+  ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
+  ctx_.timeout = cfg.timeout;
+  sendSeq_.assign(nranks, 0);
+  recvSeq_.assign(nranks, 0);
+
+  select::LinkModel model;
+  selector_ = std::make_unique<select::Selector>(nranks, model,
+                                                 select::AlgoFilter(env::get("NCCL_ALGO")));
+  if (rank == 0) {
+    static std::once_flag envOnce;
+    std::call_once(envOnce, [] { env::dump(); });
+    WEFT_INFO(INIT, "%s", describe().c_str());
+    WEFT_INFO(TUNING, "%s", selector_->table().c_str());
+  }
+}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(connMu_);
+    conns_.clear();
+  }
+  boot_.reset();
+}
+
+std::string Communicator::describe() const {
+  std::ostringstream out;
+  int processes = 0, hosts = 0;
+  std::vector<uint64_t> seenProc, seenHost;
+  for (const auto& p : peers_) {
+    if (std::find(seenProc.begin(), seenProc.end(), p.processHash) == seenProc.end()) {
+      seenProc.push_back(p.processHash);
+      ++processes;
+    }
+    if (std::find(seenHost.begin(), seenHost.end(), p.hostHash) == seenHost.end()) {
+      seenHost.push_back(p.hostHash);
+      ++hosts;
+    }
+  }
+  out << "comm " << std::hex << commHash_ << std::dec << " rank " << rank_ << " nranks "
+      << nranks_ << " (" << processes << " processes on " << hosts << " hosts), fifo "
+      << ctx_.slots << " x " << ctx_.slotBytes << " B, kernels " << simdLevel();
+  return out.str();
+}
+
+transport::Connection* Communicator::connection(int peer, int channel) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_)
+    fail(Status::kInternalError, "plan asks rank " + std::to_string(rank_) +
+                                     " for a connection to invalid peer " + std::to_string(peer));
+  uint64_t key = static_cast<uint64_t>(peer) << 16 | static_cast<uint64_t>(channel);
+  std::lock_guard<std::mutex> lock(connMu_);
+  auto it = conns_.find(key);
+  if (it != conns_.end()) return it->second.get();
+  transport::Transport& t = transport::pickTransport(peers_[rank_], peers_[peer]);
+  auto conn = t.connect(ctx_, peer, channel);
+  WEFT_INFO(INIT, "rank %d -> %d channel %d via %s", rank_, peer, channel, t.name());
+  if (aborted_.load()) conn->poison();
+  auto* raw = conn.get();
+  conns_[key] = std::move(conn);
+  return raw;
+}
+
+const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Choice& choice,
+                                        std::shared_ptr<const plan::Plan>* holder) {
+  std::string key = choice.algorithm + "/" + std::to_string(static_cast<int>(spec.coll)) + "/" +
+                    std::to_string(spec.count) + "/" + std::to_string(spec.root) + "/" +
+                    std::to_string(spec.elemSize) + "/" + std::to_string(choice.options.channels);
+  std::lock_guard<std::mutex> lock(planMu_);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    if (plans_.size() > 512) plans_.clear();  // bounded: counts vary in sweeps
+    auto p = std::make_shared<const plan::Plan>(algo::build(choice.algorithm, spec, choice.options));
+    it = plans_.emplace(key, std::move(p)).first;
+  }
+  *holder = it->second;
+  return *it->second;
+}
+
+uint32_t Communicator::nextCollectiveTag(const Call& c) {
+  uint64_t h = mix(0x636f6c6cull, ++collSeq_);
+  h = mix(h, static_cast<uint64_t>(c.coll));
+  h = mix(h, c.count);
+  h = mix(h, static_cast<uint64_t>(c.type));
+  h = mix(h, static_cast<uint64_t>(c.op >= kNumBuiltinOps ? kNumBuiltinOps : c.op));
+  h = mix(h, static_cast<uint64_t>(c.root));
+  return static_cast<uint32_t>(h ^ (h >> 32));
+}
+
+exec::Work Communicator::collectiveWork(const Call& call) {
+  plan::Spec spec;
+  spec.coll = call.coll;
+  spec.nranks = nranks_;
+  spec.root = call.root;
+  spec.count = call.count;
+  spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
+  select::Choice choice = selector_->choose(spec);
+  // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
+  choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
+
+  exec::Work w;
+  const plan::Plan& p = planFor(spec, choice, &w.plan);
+  w.program = &p.programs[rank_];
+  w.rank = rank_;
+  w.type = call.type;
+  w.conns = this;
+  w.abort = &aborted_;
+  const size_t es = spec.elemSize;
+  auto scratch = std::make_shared<std::vector<char>>(w.program->scratchElems * es);
+  w.buffers = {const_cast<char*>(static_cast<const char*>(call.send)), static_cast<char*>(call.recv),
+               scratch->data()};
+  w.keep = scratch;
+  w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call));
+
+  // Lower the operator: Avg is PreMulSum(1/n) on floats and Sum-then-divide on integers.
+  if (call.op >= kNumBuiltinOps) {
+    w.op = RedOp::kPreMulSum;
+    w.scalar = ops_[call.op - kNumBuiltinOps].scalar;
+  } else if (call.op == static_cast<int>(RedOp::kAvg)) {
+    if (isFloating(call.type)) {
+      w.op = RedOp::kPreMulSum;
+      w.scalar = reciprocalScalar(call.type, nranks_);
+    } else {
+      w.op = RedOp::kSum;
+      bool hasResult = call.coll != plan::Collective::kReduce || call.root == rank_;
+      if (hasResult && call.count > 0) {
+        char* out = static_cast<char*>(call.recv);
+        uint64_t n = call.count;
+        DataType t = call.type;
+        int divisor = nranks_;
+        w.finish = [out, n, t, divisor] { divideElements(t, out, n, divisor); };
+      }
+    }
+  } else {
+    w.op = static_cast<RedOp>(call.op);
+  }
+  return w;
+}
+
+exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {
+  std::vector<algo::P2pOp> ops;
+  exec::Work w;
+  w.buffers = {nullptr, nullptr, nullptr};
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& c = calls[i];
+    algo::P2pOp op;
+    op.send = c.isSend;
+    op.peer = c.root;
+    op.count = c.count * dataTypeSize(c.type);  // bytes: ops of one group may differ in type
+    op.bufferIndex = static_cast<uint16_t>(i);
+    ops.push_back(op);
+    w.buffers.push_back(c.isSend ? const_cast<char*>(static_cast<const char*>(c.send))
+                                 : static_cast<char*>(c.recv));
+  }
+  auto owned = std::make_shared<plan::Plan>();
+  owned->algorithm = "p2p";
+  owned->spec.coll = plan::Collective::kSendRecv;
+  owned->spec.nranks = nranks_;
+  owned->programs.push_back(algo::p2pProgram(rank_, nranks_, ops));
+  w.program = &owned->programs[0];
+  w.plan = owned;
+  w.rank = rank_;
+  w.type = DataType::kUint8;
+  w.op = RedOp::kSum;
+  w.conns = this;
+  w.abort = &aborted_;
+  // One tag per (sender, receiver, group sequence) so both sides of a lane agree.
+  std::vector<bool> sendBumped(nranks_, false), recvBumped(nranks_, false);
+  for (const auto& lane : w.program->lanes) {
+    for (const auto& st : lane.steps) {
+      if (plan::opSends(st.op) && !sendBumped[st.sendPeer]) {
+        sendBumped[st.sendPeer] = true;
+        ++sendSeq_[st.sendPeer];
+      }
+      if (plan::opRecvs(st.op) && !recvBumped[st.recvPeer]) {
+        recvBumped[st.recvPeer] = true;
+        ++recvSeq_[st.recvPeer];
+      }
+    }
+  }
+  for (const auto& lane : w.program->lanes) {
+    uint32_t tag = 0;
+    if (!lane.steps.empty()) {
+      const auto& st = lane.steps.front();
+      uint64_t h = 0x70327032ull;
+      if (plan::opSends(st.op)) h = mix(mix(mix(h, rank_), st.sendPeer), sendSeq_[st.sendPeer]);
+      else if (plan::opRecvs(st.op)) h = mix(mix(mix(h, st.recvPeer), rank_), recvSeq_[st.recvPeer]);
+      tag = static_cast<uint32_t>(h ^ (h >> 32));
+    }
+    w.laneTags.push_back(tag);
+  }
+  return w;
+}
+
+int Communicator::createPreMulSum(const void* scalar, DataType type) {
+  PreMulOp op;
+  op.live = true;
+  op.type = type;
+  std::memcpy(op.scalar.bytes, scalar, dataTypeSize(type));
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (!ops_[i].live) {
+      ops_[i] = op;
+      return kNumBuiltinOps + static_cast<int>(i);
+    }
+  ops_.push_back(op);
+  return kNumBuiltinOps + static_cast<int>(ops_.size() - 1);
+}
+
+void Communicator::destroyOp(int op) {
+  size_t i = static_cast<size_t>(op - kNumBuiltinOps);
+  if (op < kNumBuiltinOps || i >= ops_.size() || !ops_[i].live)
+    fail(Status::kInvalidArgument, "reduction op " + std::to_string(op) + " was not created on this communicator");
+  ops_[i].live = false;
+}
+
+bool Communicator::validOp(int op, DataType type, std::string* why) const {
+  if (op >= 0 && op < kNumBuiltinOps) return true;
+  size_t i = static_cast<size_t>(op - kNumBuiltinOps);
+  if (op < 0 || i >= ops_.size() || !ops_[i].live) {
+    *why = "invalid reduction op " + std::to_string(op);
+    return false;
+  }
+  if (ops_[i].type != type) {
+    *why = "PreMulSum op " + std::to_string(op) + " was created for type " +
+           dataTypeName(ops_[i].type) + " but used with " + dataTypeName(type);
+    return false;
+  }
+  return true;
+}
+
+void Communicator::recordError(Status st, const std::string& message) {
+  Status expected = Status::kSuccess;
+  asyncError_.compare_exchange_strong(expected, st);
+  {
+    std::lock_guard<std::mutex> lock(errMu_);
+    lastError_ = message;
+  }
+  WEFT_WARN(INIT, "rank %d: %s", rank_, message.c_str());
+  // Tell peers blocked on our links that we are gone, so they fail instead of waiting.
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_) conn->poison();
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard<std::mutex> lock(errMu_);
+  return lastError_;
+}
+
+void Communicator::abort() {
+  aborted_.store(true);
+  if (boot_) boot_->abort();
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_) conn->poison();
+}
+
+void* Communicator::registerBuffer(void* buff, size_t size) {
+  std::lock_guard<std::mutex> lock(regMu_);
+  registered_[buff] = size;
+  return buff;
+}
+
+void Communicator::deregisterBuffer(void* handle) {
+  std::lock_guard<std::mutex> lock(regMu_);
+  if (registered_.erase(handle) == 0)
+    fail(Status::kInvalidArgument, "ncclCommDeregister: handle was not registered on this communicator");
+}
+
+}  // namespace weft::core

@@ -1,0 +1,107 @@
+// A communicator: one rank's view of a group of ranks, with its bootstrap, connections, plan
+// cache, selector and error state.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/call.h"
+#include "src/exec/executor.h"
+#include "src/select/selector.h"
+#include "transports/base/transport.h"
+
+namespace weft::core {
+
+struct CommConfig {
+  bool blocking = true;
+  std::string name;
+  std::chrono::milliseconds timeout{300000};
+  std::chrono::milliseconds bootstrapTimeout{120000};
+};
+CommConfig configFromEnv();
+
+class Communicator : public exec::ConnectionSource {
+ public:
+  // Joins the rendezvous of `id`; throws weft::Error.
+  Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nranks, const CommConfig& cfg);
+  ~Communicator() override;
+
+  int rank() const { return rank_; }
+  int size() const { return nranks_; }
+  const CommConfig& config() const { return cfg_; }
+  uint64_t commHash() const { return commHash_; }
+  bootstrap::Bootstrap& bootstrap() { return *boot_; }
+  Doorbell* bell() const { return bell_->bell(); }
+
+  transport::Connection* connection(int peer, int channel) override;
+
+  // Builds the executor's Work for one collective call.
+  exec::Work collectiveWork(const Call& call);
+  // Builds the Work for the point-to-point calls of one group (in call order).
+  exec::Work p2pWork(const std::vector<Call>& calls);
+
+  // PreMulSum ops: handle values start at ncclNumOps (5), like NCCL.
+  int createPreMulSum(const void* scalar, DataType type);
+  void destroyOp(int op);
+  bool validOp(int op, DataType type, std::string* why) const;
+
+  // Error state: the first asynchronous error sticks; abort makes every wait give up.
+  void recordError(Status st, const std::string& message);
+  Status asyncError() const { return asyncError_.load(); }
+  std::string lastError() const;
+  void abort();
+  const std::atomic<bool>* abortFlag() const { return &aborted_; }
+
+  // Registered buffers (ncclCommRegister).
+  void* registerBuffer(void* buff, size_t size);
+  void deregisterBuffer(void* handle);
+
+  std::string describe() const;
+
+ private:
+  const plan::Plan& planFor(const plan::Spec& spec, const select::Choice& choice,
+                            std::shared_ptr<const plan::Plan>* holder);
+  uint32_t nextCollectiveTag(const Call& call);
+
+  CommConfig cfg_;
+  int rank_ = 0;
+  int nranks_ = 0;
+  std::unique_ptr<bootstrap::Bootstrap> boot_;
+  uint64_t commHash_ = 0;
+  std::unique_ptr<transport::RankBell> bell_;
+  std::vector<transport::PeerInfo> peers_;
+  std::vector<std::shared_ptr<Doorbell>> peerBells_;
+  transport::ConnectContext ctx_;
+  std::unique_ptr<select::Selector> selector_;
+
+  std::mutex connMu_;
+  std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;
+
+  std::mutex planMu_;
+  std::unordered_map<std::string, std::shared_ptr<const plan::Plan>> plans_;
+
+  uint64_t collSeq_ = 0;
+  std::vector<uint64_t> sendSeq_, recvSeq_;
+
+  struct PreMulOp {
+    bool live = false;
+    DataType type = DataType::kFloat32;
+    Scalar scalar;
+  };
+  std::vector<PreMulOp> ops_;
+
+  std::mutex regMu_;
+  std::unordered_map<void*, size_t> registered_;
+
+  std::atomic<Status> asyncError_{Status::kSuccess};
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex errMu_;
+  std::string lastError_;
+};
+
+}  // namespace weft::core

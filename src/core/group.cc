@@ -1,0 +1,162 @@
+#include "src/core/group.h"
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "src/core/communicator.h"
+#include "src/exec/host_stream.h"
+
+namespace weft::core {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Call> calls;
+  std::vector<std::function<Status(std::string*)>> jobs;
+};
+thread_local GroupState gGroup;
+
+Status runJobs(std::vector<std::function<Status(std::string*)>>& jobs, std::string* why) {
+  if (jobs.size() == 1) return jobs[0](why);
+  std::vector<Status> st(jobs.size(), Status::kSuccess);
+  std::vector<std::string> msg(jobs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        st[i] = jobs[i](&msg[i]);
+      } catch (const Error& e) {
+        st[i] = e.code();
+        msg[i] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (st[i] != Status::kSuccess) {
+      *why = msg[i];
+      return st[i];
+    }
+  return Status::kSuccess;
+}
+
+// The units of one communicator, in call order; p2p calls of the group form one unit.
+exec::Task buildTask(Communicator* comm, const std::vector<Call>& calls) {
+  exec::Task task;
+  task.bell = comm->bell();
+  std::vector<Call> p2p;
+  int p2pSlot = -1;
+  for (const Call& c : calls) {
+    if (c.coll == plan::Collective::kSendRecv) {
+      if (p2pSlot < 0) {
+        p2pSlot = static_cast<int>(task.units.size());
+        task.units.emplace_back();
+      }
+      p2p.push_back(c);
+    } else {
+      task.units.push_back(comm->collectiveWork(c));
+    }
+  }
+  if (p2pSlot >= 0) task.units[p2pSlot] = comm->p2pWork(p2p);
+  return task;
+}
+
+Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms,
+                std::string* why) {
+  auto timeout = comms.front()->config().timeout;
+  for (auto* c : comms) timeout = std::max(timeout, c->config().timeout);
+  exec::RunResult r = exec::run(tasks, timeout);
+  if (r.status == Status::kSuccess) return r.status;
+  if (r.failedTask >= 0) comms[r.failedTask]->recordError(r.status, r.message);
+  *why = r.message;
+  return r.status;
+}
+
+Status launch(std::vector<Call>& calls, std::string* why) {
+  // Group by communicator, keeping first-appearance order, then by stream.
+  std::vector<Communicator*> order;
+  std::map<Communicator*, std::vector<Call>> byComm;
+  for (const Call& c : calls) {
+    if (!byComm.count(c.comm)) order.push_back(c.comm);
+    byComm[c.comm].push_back(c);
+  }
+  std::map<void*, std::pair<std::vector<exec::Task>, std::vector<Communicator*>>> byStream;
+  std::vector<void*> streamOrder;
+  for (Communicator* comm : order) {
+    void* stream = byComm[comm].front().stream;
+    if (!byStream.count(stream)) streamOrder.push_back(stream);
+    auto& entry = byStream[stream];
+    try {
+      entry.first.push_back(buildTask(comm, byComm[comm]));
+    } catch (const Error& e) {
+      *why = e.what();
+      return e.code();
+    }
+    entry.second.push_back(comm);
+  }
+  Status first = Status::kSuccess;
+  for (void* stream : streamOrder) {
+    auto& [tasks, comms] = byStream[stream];
+    if (!stream) {
+      std::string msg;
+      Status st = runTasks(tasks, comms, &msg);
+      if (st != Status::kSuccess && first == Status::kSuccess) {
+        first = st;
+        *why = msg;
+      }
+    } else {
+      auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
+          std::move(tasks), std::move(comms));
+      static_cast<exec::HostStream*>(stream)->enqueue(
+          [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); });
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+void groupStart() { ++gGroup.depth; }
+int groupDepth() { return gGroup.depth; }
+
+Status groupEnd(std::string* why) {
+  if (gGroup.depth == 0) {
+    *why = "ncclGroupEnd called without a matching ncclGroupStart";
+    return Status::kInvalidUsage;
+  }
+  if (--gGroup.depth > 0) return Status::kSuccess;
+  auto jobs = std::move(gGroup.jobs);
+  auto calls = std::move(gGroup.calls);
+  gGroup.jobs.clear();
+  gGroup.calls.clear();
+  if (!jobs.empty()) {
+    Status st = runJobs(jobs, why);
+    if (st != Status::kSuccess) return st;
+  }
+  if (calls.empty()) return Status::kSuccess;
+  return launch(calls, why);
+}
+
+Status submit(const Call& call, std::string* why) {
+  if (gGroup.depth > 0) {
+    gGroup.calls.push_back(call);
+    return Status::kSuccess;
+  }
+  std::vector<Call> one{call};
+  return launch(one, why);
+}
+
+Status deferOrRun(std::function<Status(std::string*)> job, std::string* why) {
+  if (gGroup.depth > 0) {
+    gGroup.jobs.push_back(std::move(job));
+    return Status::kSuccess;
+  }
+  try {
+    return job(why);
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+}
+
+}  // namespace weft::core

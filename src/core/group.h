@@ -1,0 +1,25 @@
+// ncclGroupStart / ncclGroupEnd: calls made inside a group (per thread, nestable) are collected
+// and launched together at the outermost End, so one thread can drive several ranks.
+#pragma once
+#include <functional>
+#include <string>
+
+#include "src/common/error.h"
+#include "src/core/call.h"
+
+namespace weft::core {
+
+void groupStart();
+// Ends one nesting level; the outermost End launches everything collected.
+Status groupEnd(std::string* why);
+int groupDepth();
+
+// Runs `call` now (blocking on a null stream, queued on a host stream) or, inside a group,
+// collects it for the group's End.
+Status submit(const Call& call, std::string* why);
+
+// Jobs that must run concurrently with the other ranks' (communicator init, split): run now
+// outside a group, in parallel threads at the group's End inside one.
+Status deferOrRun(std::function<Status(std::string*)> job, std::string* why);
+
+}  // namespace weft::core

@@ -1,0 +1,308 @@
+#include "src/exec/executor.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "src/common/clock.h"
+#include "src/common/log.h"
+#include "src/common/reduce.h"
+
+namespace weft::exec {
+namespace {
+
+using plan::Op;
+
+struct LaneState {
+  size_t step = 0;
+  uint64_t done = 0;  // elements of the current step already processed
+  bool begun = false;
+  transport::Connection* send = nullptr;
+  transport::Connection* recv = nullptr;
+};
+
+// Why a poll could not continue; filled only when a step stalls.
+struct Stall {
+  int lane = -1;
+  transport::Connection* waitingOn = nullptr;
+  int peer = -1;
+};
+
+class WorkRunner {
+ public:
+  explicit WorkRunner(Work& w) : w_(w), lanes_(w.program->lanes.size()) {
+    elemSize_ = dataTypeSize(w.type);
+    premul_ = w.op == RedOp::kPreMulSum;
+  }
+
+  bool complete() const { return remaining_ == 0; }
+
+  void begin() {
+    remaining_ = 0;
+    for (size_t l = 0; l < lanes_.size(); ++l)
+      if (!w_.program->lanes[l].steps.empty()) ++remaining_;
+  }
+
+  // Advances every lane as far as it can; returns true if anything moved.
+  bool poll(Status* st, std::string* why, Stall* stall) {
+    bool progress = false;
+    for (size_t l = 0; l < lanes_.size(); ++l) {
+      const auto& steps = w_.program->lanes[l].steps;
+      LaneState& ls = lanes_[l];
+      // Bounded burst per lane keeps lanes (and ranks driven by this thread) fair.
+      for (int burst = 0; burst < 16 && ls.step < steps.size(); ++burst) {
+        int r = advance(static_cast<int>(l), ls, steps[ls.step], st, why, stall);
+        if (r < 0) return progress;
+        if (r == 0) break;
+        progress = true;
+        if (ls.step == steps.size()) --remaining_;
+      }
+    }
+    return progress;
+  }
+
+ private:
+  char* ptr(const plan::Ref& ref, uint64_t extra) const {
+    return w_.buffers[ref.buffer] + (ref.offset + extra) * elemSize_;
+  }
+  const Scalar* scaleFor(const plan::Ref& ref) const {
+    return premul_ && ref.buffer == plan::kInput ? &w_.scalar : nullptr;
+  }
+
+  bool depsDone(const plan::Step& s) const {
+    for (const auto& d : s.deps)
+      if (lanes_[d.lane].step <= static_cast<size_t>(d.step)) return false;
+    return true;
+  }
+
+  // 1: progressed, 0: blocked, -1: error.
+  int advance(int lane, LaneState& ls, const plan::Step& s, Status* st, std::string* why,
+              Stall* stall) {
+    if (!ls.begun) {
+      if (!depsDone(s)) return 0;
+      int channel = w_.program->lanes[lane].channel;
+      ls.send = plan::opSends(s.op) ? w_.conns->connection(s.sendPeer, channel) : nullptr;
+      ls.recv = plan::opRecvs(s.op) ? w_.conns->connection(s.recvPeer, channel) : nullptr;
+      ls.begun = true;
+      ls.done = 0;
+    }
+    if (s.op == Op::kNop) return finishStep(ls);
+    if (s.op == Op::kCopy || s.op == Op::kReduce) {
+      localStep(s);
+      return finishStep(ls);
+    }
+    size_t slot = (ls.send ? ls.send : ls.recv)->slotBytes();
+    if (ls.send && ls.recv) slot = std::min(slot, ls.recv->slotBytes());
+    uint64_t sliceElems = std::max<uint64_t>(1, slot / elemSize_);
+    uint64_t n = std::min(sliceElems, s.count - ls.done);
+
+    void* out = nullptr;
+    if (ls.send) {
+      out = ls.send->sendSlot();
+      if (!out) {
+        *stall = {lane, ls.send, s.sendPeer};
+        return 0;
+      }
+    }
+    const void* in = nullptr;
+    if (ls.recv) {
+      uint32_t bytes = 0, tag = 0;
+      in = ls.recv->recvSlot(&bytes, &tag);
+      if (!in) {
+        *stall = {lane, ls.recv, s.recvPeer};
+        return 0;
+      }
+      if (tag != w_.laneTags[lane] || bytes != n * elemSize_) {
+        *st = Status::kInvalidUsage;
+        *why = "rank " + std::to_string(w_.rank) + " got " + std::to_string(bytes) +
+               " bytes from rank " + std::to_string(s.recvPeer) + " where it expected " +
+               std::to_string(n * elemSize_) +
+               (tag != w_.laneTags[lane] ? " of the same operation" : "") +
+               ": the ranks called mismatched operations (collective, count, type, op or root)";
+        return -1;
+      }
+    }
+    const uint64_t d = ls.done;
+    const size_t bytes = n * elemSize_;
+    switch (s.op) {
+      case Op::kSend: copyElements(w_.type, out, ptr(s.src, d), n, scaleFor(s.src)); break;
+      case Op::kRecv: std::memcpy(ptr(s.dst, d), in, bytes); break;
+      case Op::kRecvReduce:
+        reduce(w_.type, w_.op, ptr(s.dst, d), ptr(s.dst, d), false, in, false, n, &w_.scalar);
+        break;
+      case Op::kRecvCopySend:
+        std::memcpy(out, in, bytes);
+        std::memcpy(ptr(s.dst, d), in, bytes);
+        break;
+      case Op::kRecvReduceSend:
+        reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_.scalar);
+        break;
+      case Op::kRecvReduceCopy:
+        reduce(w_.type, w_.op, ptr(s.dst, d), ptr(s.src, d), scaleFor(s.src) != nullptr, in, false,
+               n, &w_.scalar);
+        break;
+      case Op::kRecvReduceCopySend:
+        reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_.scalar);
+        std::memcpy(ptr(s.dst, d), out, bytes);
+        break;
+      default: break;
+    }
+    if (ls.recv) ls.recv->release();
+    if (ls.send) ls.send->post(static_cast<uint32_t>(bytes), w_.laneTags[lane]);
+    ls.done += n;
+    if (ls.done >= s.count) return finishStep(ls);
+    return 1;
+  }
+
+  void localStep(const plan::Step& s) {
+    if (s.count == 0) return;
+    char* dst = ptr(s.dst, 0);
+    const char* src = ptr(s.src, 0);
+    const Scalar* scale = scaleFor(s.src);
+    if (s.op == Op::kCopy) {
+      if (dst != src || scale) copyElements(w_.type, dst, src, s.count, scale);
+    } else {
+      reduce(w_.type, w_.op, dst, dst, false, src, scale != nullptr, s.count, &w_.scalar);
+    }
+  }
+
+  static int finishStep(LaneState& ls) {
+    ++ls.step;
+    ls.begun = false;
+    ls.send = ls.recv = nullptr;
+    return 1;
+  }
+
+  Work& w_;
+  std::vector<LaneState> lanes_;
+  size_t elemSize_ = 1;
+  bool premul_ = false;
+  size_t remaining_ = 0;
+};
+
+struct TaskState {
+  size_t unit = 0;
+  std::unique_ptr<WorkRunner> runner;
+  Stall stall;
+};
+
+bool startUnit(Task& t, TaskState& ts) {
+  while (ts.unit < t.units.size()) {
+    ts.runner = std::make_unique<WorkRunner>(t.units[ts.unit]);
+    ts.runner->begin();
+    if (!ts.runner->complete()) return true;
+    if (t.units[ts.unit].finish) t.units[ts.unit].finish();
+    ++ts.unit;
+  }
+  ts.runner.reset();
+  return false;
+}
+
+void napNs(uint64_t ns) {
+  timespec ts{0, static_cast<long>(ns)};
+  nanosleep(&ts, nullptr);
+}
+
+}  // namespace
+
+RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
+  RunResult result;
+  std::vector<TaskState> states(tasks.size());
+  size_t active = 0;
+  try {
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (startUnit(tasks[i], states[i])) ++active;
+  } catch (const Error& e) {
+    return {e.code(), e.what(), 0};
+  }
+  // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
+  Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;
+  Backoff backoff(bell);
+  uint64_t lastProgress = nowNs();
+  uint64_t lastHealth = lastProgress;
+  const uint64_t timeoutNs = static_cast<uint64_t>(timeout.count()) * 1000000ull;
+  uint32_t idleRounds = 0;
+
+  while (active > 0) {
+    uint32_t seen = bell ? bell->seq.load(std::memory_order_acquire) : 0;
+    bool progress = false;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      TaskState& ts = states[i];
+      if (!ts.runner) continue;
+      Work& w = tasks[i].units[ts.unit];
+      if (w.abort && w.abort->load(std::memory_order_relaxed))
+        return {Status::kRemoteError, "operation aborted on rank " + std::to_string(w.rank),
+                static_cast<int>(i)};
+      ts.stall = {};
+      try {
+        if (ts.runner->poll(&result.status, &result.message, &ts.stall)) progress = true;
+      } catch (const Error& e) {
+        return {e.code(), e.what(), static_cast<int>(i)};
+      }
+      if (result.status != Status::kSuccess) {
+        result.failedTask = static_cast<int>(i);
+        return result;
+      }
+      if (ts.runner->complete()) {
+        if (w.finish) w.finish();
+        ++ts.unit;
+        try {
+          if (!startUnit(tasks[i], ts)) --active;
+        } catch (const Error& e) {
+          return {e.code(), e.what(), static_cast<int>(i)};
+        }
+        progress = true;
+      }
+    }
+    if (progress) {
+      backoff.reset();
+      idleRounds = 0;
+      lastProgress = nowNs();
+      continue;
+    }
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const Stall& s = states[i].stall;
+      if (states[i].runner && s.waitingOn && s.waitingOn->poisoned())
+        return {Status::kRemoteError,
+                "rank " + std::to_string(s.peer) + " failed and abandoned the operation (" +
+                    s.waitingOn->transportName() + " link)",
+                static_cast<int>(i)};
+    }
+    uint64_t now = nowNs();
+    if (now - lastHealth > 100000000ull) {  // check peers every 100 ms of stalling
+      lastHealth = now;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        Stall& s = states[i].stall;
+        if (!states[i].runner || !s.waitingOn) continue;
+        std::string why;
+        Status st = s.waitingOn->health(&why);
+        if (st != Status::kSuccess) return {st, why, static_cast<int>(i)};
+      }
+    }
+    if (now - lastProgress > timeoutNs) {
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (!states[i].runner) continue;
+        const Stall& s = states[i].stall;
+        return {Status::kRemoteError,
+                "rank " + std::to_string(tasks[i].units[states[i].unit].rank) + " timed out after " +
+                    std::to_string(timeout.count()) + " ms waiting for rank " +
+                    std::to_string(s.peer) + " (lane " + std::to_string(s.lane) +
+                    "): a peer did not call the matching operation, or is stuck",
+                static_cast<int>(i)};
+      }
+    }
+    if (bell) {
+      backoff.idle(seen);
+    } else if (++idleRounds > 64) {
+      napNs(idleRounds > 256 ? 50000 : 2000);
+    } else {
+      cpuRelax();
+    }
+  }
+  return result;
+}
+
+}  // namespace weft::exec

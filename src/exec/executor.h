@@ -1,0 +1,59 @@
+// The host executor: drives the lanes of one or more rank Programs as non-blocking state
+// machines from a single thread, over Connections, with spin-then-sleep waiting.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/common/datatype.h"
+#include "src/common/error.h"
+#include "src/common/futex.h"
+#include "src/plan/plan.h"
+#include "transports/base/connection.h"
+
+namespace weft::exec {
+
+// Where the executor gets the link to a peer on a channel (connected lazily by the owner).
+class ConnectionSource {
+ public:
+  virtual ~ConnectionSource() = default;
+  virtual transport::Connection* connection(int peer, int channel) = 0;  // may throw weft::Error
+};
+
+// One rank's run of one Program.
+struct Work {
+  std::shared_ptr<const plan::Plan> plan;  // keeps `program` alive
+  const plan::Program* program = nullptr;
+  int rank = 0;
+  std::vector<char*> buffers;              // indexed by plan buffer id (kInput, kOutput, kScratch, kExtra+i)
+  DataType type = DataType::kFloat32;
+  RedOp op = RedOp::kSum;                  // Sum, Prod, Max, Min or PreMulSum
+  Scalar scalar;                           // PreMulSum factor applied to reads of kInput
+  std::vector<uint32_t> laneTags;          // tag each lane's messages carry (mismatch detection)
+  ConnectionSource* conns = nullptr;
+  const std::atomic<bool>* abort = nullptr;
+  std::function<void()> finish;            // runs on completion (e.g. integer Avg division)
+  std::shared_ptr<void> keep;              // scratch memory and other per-run state
+};
+
+// A sequence of Works of one rank, run in order.
+struct Task {
+  std::vector<Work> units;
+  Doorbell* bell = nullptr;  // the rank's doorbell (rung by peers)
+};
+
+struct RunResult {
+  Status status = Status::kSuccess;
+  std::string message;
+  int failedTask = -1;
+};
+
+// Runs all tasks to completion, interleaving them; returns the first error (other tasks are then
+// abandoned). `timeout` bounds any stretch without progress.
+RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout);
+
+}  // namespace weft::exec

@@ -1,0 +1,91 @@
+#include "src/exec/host_stream.h"
+
+#include <set>
+
+namespace weft::exec {
+namespace {
+std::mutex gLiveMu;
+std::set<const void*>& live() {
+  static std::set<const void*> s;
+  return s;
+}
+}  // namespace
+
+HostStream::HostStream() {
+  worker_ = std::thread([this] { loop(); });
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  live().insert(this);
+}
+
+HostStream::~HostStream() {
+  {
+    std::lock_guard<std::mutex> lock(gLiveMu);
+    live().erase(this);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+bool HostStream::isLive(const void* stream) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  return live().count(stream) != 0;
+}
+
+void HostStream::enqueue(std::function<Status(std::string*)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
+void HostStream::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop requested and drained
+    auto fn = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    std::string why;
+    Status st;
+    try {
+      st = fn(&why);
+    } catch (const Error& e) {
+      st = e.code();
+      why = e.what();
+    }
+    lock.lock();
+    busy_ = false;
+    if (st != Status::kSuccess && error_ == Status::kSuccess) {
+      error_ = st;
+      errorText_ = why;
+    }
+    cv_.notify_all();
+  }
+}
+
+Status HostStream::synchronize(std::chrono::milliseconds timeout, std::string* why) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; })) {
+    *why = "host stream did not drain within " + std::to_string(timeout.count()) + " ms";
+    return Status::kInternalError;
+  }
+  Status st = error_;
+  *why = errorText_;
+  error_ = Status::kSuccess;
+  errorText_.clear();
+  return st;
+}
+
+bool HostStream::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
+}  // namespace weft::exec

@@ -1,0 +1,168 @@
+#include "src/select/selector.h"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "src/common/log.h"
+
+namespace weft::select {
+
+using plan::Collective;
+
+std::string canonicalAlgorithm(const std::string& raw) {
+  std::string n;
+  for (char c : raw)
+    if (c != ' ') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "halvingdoubling" || n == "hd" || n == "recursivehalvingdoubling") return "rhd";
+  if (n == "pairwise" || n == "p2p") return "direct";
+  return n;
+}
+
+static bool parseCollective(const std::string& s, Collective* c) {
+  static const Collective kAll[] = {Collective::kAllReduce,     Collective::kBroadcast,
+                                    Collective::kReduce,        Collective::kAllGather,
+                                    Collective::kReduceScatter, Collective::kAlltoAll,
+                                    Collective::kGather,        Collective::kScatter};
+  std::string n = canonicalAlgorithm(s);
+  for (Collective k : kAll)
+    if (n == plan::collectiveName(k)) {
+      *c = k;
+      return true;
+    }
+  return false;
+}
+
+AlgoFilter::AlgoFilter(const std::string& text) {
+  std::stringstream all(text);
+  std::string part;
+  while (std::getline(all, part, ';')) {
+    if (part.empty()) continue;
+    Rule rule;
+    size_t colon = part.find(':');
+    if (colon != std::string::npos) {
+      if (!parseCollective(part.substr(0, colon), &rule.coll)) {
+        WEFT_WARN(TUNING, "NCCL_ALGO: unknown collective '%s' ignored", part.substr(0, colon).c_str());
+        continue;
+      }
+      rule.allCollectives = false;
+      part = part.substr(colon + 1);
+    }
+    if (!part.empty() && part[0] == '^') {
+      rule.exclude = true;
+      part = part.substr(1);
+    }
+    std::stringstream names(part);
+    std::string name;
+    while (std::getline(names, name, ',')) {
+      name = canonicalAlgorithm(name);
+      if (!name.empty()) {
+        if (!algo::find(name))
+          WEFT_WARN(TUNING, "NCCL_ALGO: unknown algorithm '%s' ignored", name.c_str());
+        else
+          rule.names.push_back(name);
+      }
+    }
+    rules_.push_back(rule);
+  }
+}
+
+bool AlgoFilter::restricts(Collective c) const {
+  for (const Rule& r : rules_)
+    if (r.allCollectives || r.coll == c) return true;
+  return false;
+}
+
+bool AlgoFilter::allows(Collective c, const std::string& algorithm) const {
+  // The most specific matching rule decides: a per-collective rule beats a global one.
+  const Rule* chosen = nullptr;
+  for (const Rule& r : rules_) {
+    if (!r.allCollectives && r.coll == c) chosen = &r;
+    else if (r.allCollectives && (!chosen || chosen->allCollectives)) chosen = &r;
+  }
+  if (!chosen) return true;
+  bool listed = false;
+  for (const auto& n : chosen->names) listed |= n == algorithm;
+  return chosen->exclude ? !listed : listed;
+}
+
+Selector::Selector(int nranks, LinkModel model, AlgoFilter filter)
+    : nranks_(nranks), model_(model), filter_(std::move(filter)) {}
+
+double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec) const {
+  if (!algo::supports(algorithm, spec.coll)) return std::numeric_limits<double>::infinity();
+  const double n = nranks_, a = model_.alphaUs, b = model_.betaUsPerByte;
+  const double bytes = static_cast<double>(spec.count) * spec.elemSize;
+  const double logn = std::ceil(std::log2(std::max(2.0, n)));
+  const bool pow2 = (nranks_ & (nranks_ - 1)) == 0;
+  const std::string& al = algorithm;
+  switch (spec.coll) {
+    case Collective::kAllReduce:
+      if (al == "ring") return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes * b;
+      if (al == "tree") return 2 * logn * a + 2 * bytes * b * 1.1;
+      if (al == "rhd") return (2 * logn + (pow2 ? 0 : 2)) * a + (2 * (n - 1) / n + (pow2 ? 0 : 2)) * bytes * b;
+      break;
+    case Collective::kBroadcast:
+    case Collective::kReduce:
+      if (al == "ring") return (n - 1) * a + bytes * b * 1.05;
+      if (al == "tree") return logn * a + 2 * bytes * b;
+      break;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      if (al == "ring") return (n - 1) * a + (n - 1) * bytes * b;
+      if (al == "rhd") return logn * a + (n - 1) * bytes * b * (pow2 ? 1.0 : 1.5);
+      if (al == "direct") return (n - 1) * a * 0.7 + (n - 1) * bytes * b * 1.1;
+      break;
+    default:
+      return (n - 1) * a + (n - 1) * bytes * b;
+  }
+  return (n - 1) * a + 2 * bytes * b * n;
+}
+
+Choice Selector::choose(const plan::Spec& spec) const {
+  Choice best;
+  double bestTime = std::numeric_limits<double>::infinity();
+  for (const auto& alg : algo::all()) {
+    bool ok = false;
+    for (Collective c : alg.colls) ok |= c == spec.coll;
+    if (!ok || !filter_.allows(spec.coll, alg.name)) continue;
+    double t = predictUs(alg.name, spec);
+    if (t < bestTime) {
+      bestTime = t;
+      best.algorithm = alg.name;
+    }
+  }
+  if (best.algorithm.empty()) {
+    // The override excludes everything this collective supports: fall back to the model.
+    for (const auto& alg : algo::all()) {
+      double t = predictUs(alg.name, spec);
+      if (t < bestTime) {
+        bestTime = t;
+        best.algorithm = alg.name;
+      }
+    }
+  }
+  return best;
+}
+
+std::string Selector::table() const {
+  std::ostringstream out;
+  static const Collective kColls[] = {Collective::kAllReduce, Collective::kBroadcast,
+                                      Collective::kReduce, Collective::kAllGather,
+                                      Collective::kReduceScatter, Collective::kAlltoAll};
+  out << "algorithm choice for " << nranks_ << " ranks (bytes -> algorithm):";
+  for (Collective c : kColls) {
+    out << "\n  " << plan::collectiveName(c) << ":";
+    for (uint64_t bytes = 8; bytes <= (1ull << 28); bytes *= 32) {
+      plan::Spec s;
+      s.coll = c;
+      s.nranks = nranks_;
+      s.count = bytes / 4;
+      s.elemSize = 4;
+      out << " " << bytes << "->" << choose(s).algorithm;
+    }
+  }
+  return out.str();
+}
+
+}  // namespace weft::select

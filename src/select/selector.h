@@ -1,0 +1,57 @@
+// Chooses an algorithm per (collective, size) from a small alpha-beta cost model, unless
+// NCCL_ALGO / WEFT_ALGO says otherwise.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "algorithms/registry.h"
+#include "src/plan/plan.h"
+
+namespace weft::select {
+
+struct Choice {
+  std::string algorithm;
+  algo::Options options;
+};
+
+// Parsed NCCL_ALGO: "ring", "ring,tree", "^tree", "allreduce:tree;broadcast:ring".
+class AlgoFilter {
+ public:
+  explicit AlgoFilter(const std::string& text = "");
+  bool allows(plan::Collective c, const std::string& algorithm) const;
+  bool restricts(plan::Collective c) const;
+
+ private:
+  struct Rule {
+    bool allCollectives = true;
+    plan::Collective coll = plan::Collective::kAllReduce;
+    bool exclude = false;
+    std::vector<std::string> names;
+  };
+  std::vector<Rule> rules_;
+};
+
+struct LinkModel {
+  double alphaUs = 1.0;        // per message step
+  double betaUsPerByte = 1.0 / 8000.0;  // 8 GB/s
+};
+
+class Selector {
+ public:
+  Selector(int nranks, LinkModel model, AlgoFilter filter);
+  Choice choose(const plan::Spec& spec) const;
+  // Predicted time of `algorithm` in microseconds (infinity if unsupported).
+  double predictUs(const std::string& algorithm, const plan::Spec& spec) const;
+  // Printable score table for a few sizes (NCCL_DEBUG=INFO, TUNING).
+  std::string table() const;
+
+ private:
+  int nranks_;
+  LinkModel model_;
+  AlgoFilter filter_;
+};
+
+// Normalises user spellings: "Ring" -> "ring", "halvingdoubling" -> "rhd", ...
+std::string canonicalAlgorithm(const std::string& name);
+
+}  // namespace weft::select

@@ -1,0 +1,40 @@
+#include "transports/base/pair_fifo.h"
+
+#include <algorithm>
+
+namespace weft::transport {
+
+size_t pairBytes(const ConnectContext& ctx) { return 2 * fifoBytes(ctx.slots, ctx.slotBytes); }
+
+void pairInit(void* mem, const ConnectContext& ctx) {
+  fifoInit(mem);
+  fifoInit(static_cast<char*>(mem) + fifoBytes(ctx.slots, ctx.slotBytes));
+}
+
+std::string pairName(const ConnectContext& ctx, int peer, int channel) {
+  int lo = std::min(ctx.rank, peer), hi = std::max(ctx.rank, peer);
+  return segmentName(ctx.commHash, "pair." + std::to_string(lo) + "." + std::to_string(hi) + "." +
+                                       std::to_string(channel));
+}
+
+std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, void* mem,
+                                           const char* name, std::shared_ptr<void> keepAlive,
+                                           std::function<Status(std::string*)> health) {
+  char* lowToHigh = static_cast<char*>(mem);
+  char* highToLow = lowToHigh + fifoBytes(ctx.slots, ctx.slotBytes);
+  bool low = ctx.rank < peer;
+  std::shared_ptr<Doorbell> bell = (*ctx.bells)[peer];
+  FifoConnection::Params p;
+  p.outMem = low ? lowToHigh : highToLow;
+  p.inMem = low ? highToLow : lowToHigh;
+  p.slots = ctx.slots;
+  p.slotBytes = ctx.slotBytes;
+  p.peerBell = bell.get();
+  p.name = name;
+  p.health = std::move(health);
+  p.keepAlive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<Doorbell>>>(
+      std::move(keepAlive), std::move(bell));
+  return std::make_unique<FifoConnection>(std::move(p));
+}
+
+}  // namespace weft::transport

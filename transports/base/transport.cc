@@ -1,0 +1,101 @@
+#include "transports/base/transport.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <functional>
+
+#include "src/common/log.h"
+#include "transports/base/shm_segment.h"
+
+namespace weft::transport {
+
+// Defined by each transport's folder; listed here in priority order.
+Transport* localTransport();
+Transport* shmTransport();
+
+const std::vector<Transport*>& transports() {
+  static const std::vector<Transport*> kAll = {localTransport(), shmTransport()};
+  return kAll;
+}
+
+Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer) {
+  for (Transport* t : transports())
+    if (t->enabled() && t->canConnect(self, peer)) return *t;
+  fail(Status::kSystemError, "no transport can connect rank " + std::to_string(self.rank) +
+                                 " to rank " + std::to_string(peer.rank) +
+                                 " (different hosts need the tcp transport; is shm disabled?)");
+}
+
+static uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t hostHash() {
+  static const uint64_t h = [] {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    std::string id = host;
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string bootId;
+    if (boot >> bootId) id += bootId;
+    return fnv1a(id);
+  }();
+  return h;
+}
+
+PeerInfo localPeerInfo(int rank) {
+  // Computed per call, never cached: a forked child is a different process with the same memory.
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  std::getline(stat, line);
+  // Field 22 (start time) is fixed for the life of the process; the fields around it change.
+  std::string startTime;
+  size_t paren = line.rfind(')');
+  if (paren != std::string::npos) {
+    std::istringstream fields(line.substr(paren + 2));
+    for (int f = 3; f <= 22 && fields >> startTime; ++f) {
+    }
+  }
+  PeerInfo p;
+  p.rank = rank;
+  p.pid = getpid();
+  p.hostHash = hostHash();
+  p.processHash = fnv1a(std::to_string(p.hostHash) + ":" + std::to_string(p.pid) + ":" + startTime);
+  return p;
+}
+
+std::string segmentName(uint64_t commHash, const std::string& what) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "/weft.%016llx.", static_cast<unsigned long long>(commHash));
+  return buf + what;
+}
+
+struct RankBell::Impl {
+  ShmSegment segment;
+};
+
+RankBell::RankBell(uint64_t commHash, int rank) : impl_(std::make_unique<Impl>()) {
+  impl_->segment = ShmSegment::create(segmentName(commHash, "bell." + std::to_string(rank)),
+                                      sizeof(Doorbell));
+  bell_ = new (impl_->segment.data()) Doorbell;
+  impl_->segment.markReady();
+}
+
+RankBell::~RankBell() = default;
+
+void RankBell::unlink() { impl_->segment.unlink(); }
+
+std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank,
+                                       std::chrono::milliseconds timeout) {
+  // Every peer maps the segment itself, so the bell stays valid whatever order ranks leave in.
+  std::string key = segmentName(commHash, "bell." + std::to_string(rank));
+  auto seg = std::make_shared<ShmSegment>(ShmSegment::open(key, sizeof(Doorbell), timeout));
+  return std::shared_ptr<Doorbell>(seg, static_cast<Doorbell*>(seg->data()));
+}
+
+}  // namespace weft::transport

@@ -1,0 +1,63 @@
+// Ranks in different processes of one host: the pair's FIFOs live in a POSIX shared-memory
+// segment created by whichever side connects first; the name is removed once both have it.
+#include <signal.h>
+
+#include <fstream>
+
+#include "src/common/env.h"
+#include "src/common/log.h"
+#include "transports/base/pair_fifo.h"
+#include "transports/base/shm_segment.h"
+#include "transports/base/transport.h"
+
+namespace weft::transport {
+namespace {
+
+// True when `pid` has exited (a zombie that nobody reaped yet counts as gone).
+bool processGone(int pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() &&
+         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+class ShmTransport : public Transport {
+ public:
+  const char* name() const override { return "shm"; }
+  bool enabled() const override { return env::getInt("NCCL_SHM_DISABLE") == 0; }
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
+    return self.hostHash == peer.hostHash;
+  }
+
+  std::unique_ptr<Connection> connect(const ConnectContext& ctx, int peer, int channel) override {
+    std::string name = pairName(ctx, peer, channel);
+    auto seg = std::make_shared<ShmSegment>(ShmSegment::createOrOpen(
+        name, pairBytes(ctx), [&](void* mem) { pairInit(mem, ctx); }, ctx.timeout));
+    if (!seg->created()) seg->unlink();  // both sides are attached now
+    WEFT_TRACE(SHM, "rank %d connected to %d channel %d via %s", ctx.rank, peer, channel,
+               name.c_str());
+    const PeerInfo info = (*ctx.peers)[peer];
+    auto health = [info](std::string* why) {
+      if (processGone(info.pid)) {
+        *why = "rank " + std::to_string(info.rank) + " (pid " + std::to_string(info.pid) +
+               ") exited (shm transport)";
+        return Status::kRemoteError;
+      }
+      return Status::kSuccess;
+    };
+    void* mem = seg->data();
+    return pairConnection(ctx, peer, mem, "shm", std::move(seg), health);
+  }
+};
+
+}  // namespace
+
+Transport* shmTransport() {
+  static ShmTransport t;
+  return &t;
+}
+
+}  // namespace weft::transport
