@@ -8,8 +8,8 @@ class AllReduce final : public Collective {
  public:
   bool reduces() const override { return true; }
   CollCounts counts(size_t count, int) const override { return {count, count, count, 0, 0}; }
-  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type,
-                   ncclRedOp_t op, int, ncclComm_t comm, cudaStream_t stream) const override {
+  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                   int, ncclComm_t comm, cudaStream_t stream) const override {
     return ncclAllReduce(send, recv, count, type, op, comm, stream);
   }
   double algBytes(size_t count, size_t typeSize, int) const override {

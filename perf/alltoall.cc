@@ -31,6 +31,4 @@ class AlltoAll final : public Collective {
 }  // namespace
 }  // namespace weft::perf
 
-int main(int argc, char** argv) {
-  return weft::perf::perfMain(argc, argv, weft::perf::AlltoAll());
-}
+int main(int argc, char** argv) { return weft::perf::perfMain(argc, argv, weft::perf::AlltoAll()); }

@@ -109,10 +109,17 @@ bool parseSize(const char* s, size_t* out) {
   double unit = 1;
   if (*end) {
     switch (std::tolower(static_cast<unsigned char>(*end))) {
-      case 'k': unit = 1024.0; break;
-      case 'm': unit = 1024.0 * 1024; break;
-      case 'g': unit = 1024.0 * 1024 * 1024; break;
-      default: return false;
+      case 'k':
+        unit = 1024.0;
+        break;
+      case 'm':
+        unit = 1024.0 * 1024;
+        break;
+      case 'g':
+        unit = 1024.0 * 1024 * 1024;
+        break;
+      default:
+        return false;
     }
     ++end;
     if (*end == 'b' || *end == 'B') ++end;
@@ -204,8 +211,9 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
     return 1;
   };
   int c;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:u:D:x:V:M:I:K:J:S:h",
-                          kLong, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv,
+                          "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:G:C:a:R:u:D:x:V:M:I:K:J:S:h", kLong,
+                          nullptr)) != -1) {
     int v = 0;
     switch (c) {
       case 't':
@@ -255,9 +263,10 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
         if (std::strcmp(optarg, "all") == 0) {
           o->allTypes = true;
         } else if (!parseType(optarg, &o->type)) {
-          return bad("-d (int8, uint8, int32, uint32, int64, uint64, half, float, double, "
-                     "bfloat16, f8e4m3, f8e5m2, all)",
-                     optarg);
+          return bad(
+              "-d (int8, uint8, int32, uint32, int64, uint64, half, float, double, "
+              "bfloat16, f8e4m3, f8e5m2, all)",
+              optarg);
         }
         break;
       case 'r':
@@ -294,13 +303,15 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
         break;
       case 'G':
         if (!parseInt(optarg, &v)) return bad("-G", optarg);
-        if (v) o->notes.push_back("-G " + std::string(optarg) +
-                                  " ignored: CUDA graphs do not exist in host mode");
+        if (v)
+          o->notes.push_back("-G " + std::string(optarg) +
+                             " ignored: CUDA graphs do not exist in host mode");
         break;
       case 'D':
         if (!parseInt(optarg, &v)) return bad("-D", optarg);
-        if (v) o->notes.push_back("-D " + std::string(optarg) +
-                                  " ignored: no device API kernels in host mode");
+        if (v)
+          o->notes.push_back("-D " + std::string(optarg) +
+                             " ignored: no device API kernels in host mode");
         break;
       case 'x':
       case 'V':
@@ -352,8 +363,8 @@ struct RankRes {
   ncclRedOp_t op = ncclSum;
   bool opCreated = false;
   alignas(16) unsigned char scratch[16] = {};  // one element for control allreduces
-  std::vector<unsigned char> info;               // device report: this rank's record
-  std::vector<unsigned char> infoAll;            // and everyone's
+  std::vector<unsigned char> info;             // device report: this rank's record
+  std::vector<unsigned char> infoAll;          // and everyone's
 };
 
 struct Worker {
@@ -411,7 +422,7 @@ class Driver {
   void timeTest(Worker& w, ncclDataType_t type, Op op, int root);
   void benchTime(Worker& w, const Shape& s, bool inPlace);
   void setSize(Shape& s, size_t bytes) const;
-  void startColl(Worker& w, const Shape& s, bool inPlace, int iter);
+  void startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls = 1);
   void afterCall(Worker& w);
   void complete(Worker& w);
   void barrier(Worker& w);
@@ -553,7 +564,8 @@ T Driver::allReduce(Worker& w, F valueOf, ncclDataType_t type, ncclRedOp_t op) {
 
 // Every rank of every thread and process: one allreduce of one int, waited for.
 void Driver::barrier(Worker& w) {
-  allReduce<int32_t>(w, [](const RankRes&) { return int32_t{1}; }, ncclInt32, ncclSum);
+  allReduce<int32_t>(
+      w, [](const RankRes&) { return int32_t{1}; }, ncclInt32, ncclSum);
 }
 
 double Driver::combineTime(Worker& w, double sec) {
@@ -561,10 +573,15 @@ double Driver::combineTime(Worker& w, double sec) {
     case 0:
       return allReduce<double>(
           w, [&](const RankRes& r) { return r.rank == 0 ? sec : 0.0; }, ncclFloat64, ncclSum);
-    case 2: return allReduce<double>(w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMin);
-    case 3: return allReduce<double>(w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMax);
+    case 2:
+      return allReduce<double>(
+          w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMin);
+    case 3:
+      return allReduce<double>(
+          w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMax);
     default:
-      return allReduce<double>(w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclSum) /
+      return allReduce<double>(
+                 w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclSum) /
              nranks_;
   }
 }
@@ -581,8 +598,8 @@ void Driver::deviceReport(Worker& w) {
   const bool group = w.ranks.size() > 1;
   if (group) PERF_NCCL(ncclGroupStart());
   for (RankRes& r : w.ranks)
-    PERF_NCCL(ncclAllGather(r.info.data(), r.infoAll.data(), kInfoBytes, ncclUint8, r.comm,
-                            r.stream));
+    PERF_NCCL(
+        ncclAllGather(r.info.data(), r.infoAll.data(), kInfoBytes, ncclUint8, r.comm, r.stream));
   if (group) PERF_NCCL(ncclGroupEnd());
   complete(w);
   if (!w.prints) return;
@@ -606,22 +623,29 @@ void Driver::setSize(Shape& s, size_t bytes) const {
   s.steps = s.totalBytes ? std::max<size_t>(1, bufBytes_ / s.totalBytes) : 1;
 }
 
-void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int iter) {
+// Issues `calls` consecutive iterations (one aggregated group), starting at iteration `first`.
+void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls) {
   touch(w);
-  // Rotate through the buffer so consecutive iterations use different addresses (catches stale
-  // pointers and keeps the caches honest), as nccl-tests does.
-  const size_t shift = s.totalBytes * (static_cast<size_t>(iter) % s.steps) + s.unalignBytes;
-  const bool group = w.ranks.size() > 1;
-  if (group) PERF_NCCL(ncclGroupStart());
-  for (RankRes& r : w.ranks) {
-    char* recv = r.recvAlloc + shift;
-    char* send = r.sendAlloc + shift;
-    const size_t rank = static_cast<size_t>(r.rank);
-    const void* sp = inPlace ? recv + s.c.sendInPlaceOffset * s.typeSize * rank : send;
-    void* rp = inPlace ? recv + s.c.recvInPlaceOffset * s.typeSize * rank : recv;
-    PERF_NCCL(coll_.run(sp, rp, s.c.param, s.type, r.op, s.root, r.comm, r.stream));
+  const int rounds = coll_.rounds(nranks_);
+  const bool group = calls > 1 || w.ranks.size() > 1;
+  for (int round = 0; round < rounds; ++round) {
+    if (group) PERF_NCCL(ncclGroupStart());
+    for (int call = 0; call < calls; ++call) {
+      // Rotate through the buffer so consecutive iterations use different addresses (catches
+      // stale pointers and keeps the caches honest), as nccl-tests does.
+      const size_t iter = static_cast<size_t>(first + call);
+      const size_t shift = s.totalBytes * (iter % s.steps) + s.unalignBytes;
+      for (RankRes& r : w.ranks) {
+        char* recv = r.recvAlloc + shift;
+        char* send = r.sendAlloc + shift;
+        const size_t rank = static_cast<size_t>(r.rank);
+        const void* sp = inPlace ? recv + s.c.sendInPlaceOffset * s.typeSize * rank : send;
+        void* rp = inPlace ? recv + s.c.recvInPlaceOffset * s.typeSize * rank : recv;
+        PERF_NCCL(coll_.runRound(round, sp, rp, s.c.param, s.type, r.op, s.root, r.comm, r.stream));
+      }
+    }
+    if (group) PERF_NCCL(ncclGroupEnd());
   }
-  if (group) PERF_NCCL(ncclGroupEnd());
 }
 
 void Driver::afterCall(Worker& w) {
@@ -631,8 +655,7 @@ void Driver::afterCall(Worker& w) {
   }
 }
 
-DataView Driver::view(const RankRes& r, const Shape& s, bool inPlace,
-                      const ValueModel* vm) const {
+DataView Driver::view(const RankRes& r, const Shape& s, bool inPlace, const ValueModel* vm) const {
   DataView v;
   v.rank = r.rank;
   v.nranks = nranks_;
@@ -706,15 +729,8 @@ void Driver::benchTime(Worker& w, const Shape& s, bool inPlace) {
   const int agg = opt_.aggIters;
   const auto start = Clock::now();
   for (int iter = 0; iter < opt_.iters; ++iter) {
-    if (agg > 1) PERF_NCCL(ncclGroupStart());
-    for (int a = 0; a < agg; ++a) {
-      startColl(w, s, inPlace, iter * agg + a);
-      if (agg == 1) afterCall(w);
-    }
-    if (agg > 1) {
-      PERF_NCCL(ncclGroupEnd());
-      afterCall(w);
-    }
+    startColl(w, s, inPlace, iter * agg, agg);
+    afterCall(w);
     if (opt_.blocking == 3) {
       complete(w);
       barrier(w);
@@ -766,19 +782,28 @@ void Driver::timeTest(Worker& w, ncclDataType_t type, Op op, int root) {
   for (RankRes& r : w.ranks) {
     r.opCreated = false;
     switch (op) {
-      case Op::kProd: r.op = ncclProd; break;
-      case Op::kMax: r.op = ncclMax; break;
-      case Op::kMin: r.op = ncclMin; break;
-      case Op::kAvg: r.op = ncclAvg; break;
+      case Op::kProd:
+        r.op = ncclProd;
+        break;
+      case Op::kMax:
+        r.op = ncclMax;
+        break;
+      case Op::kMin:
+        r.op = ncclMin;
+        break;
+      case Op::kAvg:
+        r.op = ncclAvg;
+        break;
       case Op::kMulSum: {
         unsigned char scalar[16] = {};
         storeValue(type, scalar, 0, ValueModel::premulScalar(r.rank));
-        PERF_NCCL(
-            ncclRedOpCreatePreMulSum(&r.op, scalar, type, ncclScalarHostImmediate, r.comm));
+        PERF_NCCL(ncclRedOpCreatePreMulSum(&r.op, scalar, type, ncclScalarHostImmediate, r.comm));
         r.opCreated = true;
         break;
       }
-      default: r.op = ncclSum; break;
+      default:
+        r.op = ncclSum;
+        break;
     }
   }
 
@@ -801,7 +826,8 @@ void Driver::timeTest(Worker& w, ncclDataType_t type, Op op, int root) {
     benchTime(w, s, true);
     if (w.prints) printRowEnd();
     size_t next = opt_.stepFactor > 1 ? bytes * opt_.stepFactor : bytes + opt_.stepBytes;
-    if (next <= bytes) break;  // -b 0 with -f, or overflow
+    if (bytes == 0 && opt_.stepFactor > 1) next = 1;  // -b 0 -f F: 0, 1, F, F^2, ...
+    if (next <= bytes) break;                         // overflow
     bytes = next;
   }
 

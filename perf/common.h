@@ -59,6 +59,15 @@ class Collective {
   virtual ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type,
                            ncclRedOp_t op, int root, ncclComm_t comm,
                            cudaStream_t stream) const = 0;
+  // A collective made of dependent steps (hypercube's exchange rounds) runs them one group at a
+  // time: the driver issues round 0 of every local rank and aggregated call in one group, then
+  // round 1, ... (one group for all rounds would let a later round overtake an earlier one).
+  virtual int rounds(int nranks) const { return 1; }
+  virtual ncclResult_t runRound(int round, const void* send, void* recv, size_t count,
+                                ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
+                                cudaStream_t stream) const {
+    return run(send, recv, count, type, op, root, comm, stream);
+  }
   // Bytes per call that algbw counts (count is the call's count argument).
   virtual double algBytes(size_t count, size_t typeSize, int nranks) const = 0;
   // busbw = algbw * busFactor.

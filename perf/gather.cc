@@ -31,6 +31,4 @@ class Gather final : public Collective {
 }  // namespace
 }  // namespace weft::perf
 
-int main(int argc, char** argv) {
-  return weft::perf::perfMain(argc, argv, weft::perf::Gather());
-}
+int main(int argc, char** argv) { return weft::perf::perfMain(argc, argv, weft::perf::Gather()); }

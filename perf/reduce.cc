@@ -9,9 +9,8 @@ class Reduce final : public Collective {
   bool reduces() const override { return true; }
   bool rooted() const override { return true; }
   CollCounts counts(size_t count, int) const override { return {count, count, count, 0, 0}; }
-  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type,
-                   ncclRedOp_t op, int root, ncclComm_t comm,
-                   cudaStream_t stream) const override {
+  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                   int root, ncclComm_t comm, cudaStream_t stream) const override {
     return ncclReduce(send, recv, count, type, op, root, comm, stream);
   }
   double algBytes(size_t count, size_t typeSize, int) const override {
@@ -28,6 +27,4 @@ class Reduce final : public Collective {
 }  // namespace
 }  // namespace weft::perf
 
-int main(int argc, char** argv) {
-  return weft::perf::perfMain(argc, argv, weft::perf::Reduce());
-}
+int main(int argc, char** argv) { return weft::perf::perfMain(argc, argv, weft::perf::Reduce()); }

@@ -12,8 +12,8 @@ class ReduceScatter final : public Collective {
     const size_t base = count / static_cast<size_t>(n);
     return {base * n, base, base, 0, base};
   }
-  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type,
-                   ncclRedOp_t op, int, ncclComm_t comm, cudaStream_t stream) const override {
+  ncclResult_t run(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                   int, ncclComm_t comm, cudaStream_t stream) const override {
     return ncclReduceScatter(send, recv, count, type, op, comm, stream);
   }
   double algBytes(size_t count, size_t typeSize, int n) const override {

@@ -43,7 +43,8 @@ void printRowStart(size_t bytes, size_t count, const char* type, const char* op,
 void printRowPlacement(double usec, double algBw, double busBw, int64_t wrong) {
   std::string t = fitNumber(usec, 7), a = fitNumber(algBw, 6), b = fitNumber(busBw, 6);
   if (wrong >= 0) {
-    std::printf("  %7s  %6s  %6s  %6g", t.c_str(), a.c_str(), b.c_str(), static_cast<double>(wrong));
+    std::printf("  %7s  %6s  %6s  %6g", t.c_str(), a.c_str(), b.c_str(),
+                static_cast<double>(wrong));
   } else {
     std::printf("  %7s  %6s  %6s    N/A", t.c_str(), a.c_str(), b.c_str());
   }

@@ -30,6 +30,4 @@ class Scatter final : public Collective {
 }  // namespace
 }  // namespace weft::perf
 
-int main(int argc, char** argv) {
-  return weft::perf::perfMain(argc, argv, weft::perf::Scatter());
-}
+int main(int argc, char** argv) { return weft::perf::perfMain(argc, argv, weft::perf::Scatter()); }

@@ -34,6 +34,4 @@ class SendRecv final : public Collective {
 }  // namespace
 }  // namespace weft::perf
 
-int main(int argc, char** argv) {
-  return weft::perf::perfMain(argc, argv, weft::perf::SendRecv());
-}
+int main(int argc, char** argv) { return weft::perf::perfMain(argc, argv, weft::perf::SendRecv()); }

@@ -52,7 +52,8 @@ double decodeMini(const MiniFormat& f, uint32_t code) {
   } else if (!f.hasInf && e == expMask && m == mantMask) {
     v = std::numeric_limits<double>::quiet_NaN();
   } else {
-    v = std::ldexp(static_cast<double>(m | (1u << f.mantBits)), static_cast<int>(e) - bias - f.mantBits);
+    v = std::ldexp(static_cast<double>(m | (1u << f.mantBits)),
+                   static_cast<int>(e) - bias - f.mantBits);
   }
   return negative ? -v : v;
 }
@@ -62,7 +63,8 @@ uint32_t encodeMini(const MiniFormat& f, double v) {
   const int bias = (1 << (f.expBits - 1)) - 1;
   const uint32_t expMask = (1u << f.expBits) - 1, mantMask = (1u << f.mantBits) - 1;
   const uint32_t signBit = 1u << (f.expBits + f.mantBits);
-  if (std::isnan(v)) return f.hasInf ? (expMask << f.mantBits) | 1u : (expMask << f.mantBits) | mantMask;
+  if (std::isnan(v))
+    return f.hasInf ? (expMask << f.mantBits) | 1u : (expMask << f.mantBits) | mantMask;
   const uint32_t sign = std::signbit(v) ? signBit : 0;
   double a = std::fabs(v);
   if (a == 0) return sign;
@@ -126,12 +128,18 @@ uint64_t mix64(uint64_t z) {
 // Smallest positive value of a float type (absolute slack for Avg near zero).
 double smallestPositive(const TypeInfo& t) {
   switch (t.type) {
-    case ncclFloat16: return std::ldexp(1.0, -24);
-    case ncclBfloat16: return std::ldexp(1.0, -133);
-    case ncclFloat8e4m3: return std::ldexp(1.0, -9);
-    case ncclFloat8e5m2: return std::ldexp(1.0, -16);
-    case ncclFloat32: return std::ldexp(1.0, -149);
-    default: return 0;
+    case ncclFloat16:
+      return std::ldexp(1.0, -24);
+    case ncclBfloat16:
+      return std::ldexp(1.0, -133);
+    case ncclFloat8e4m3:
+      return std::ldexp(1.0, -9);
+    case ncclFloat8e5m2:
+      return std::ldexp(1.0, -16);
+    case ncclFloat32:
+      return std::ldexp(1.0, -149);
+    default:
+      return 0;
   }
 }
 
@@ -159,13 +167,20 @@ const std::vector<Op>& allOps() {
 
 const char* opName(Op op) {
   switch (op) {
-    case Op::kSum: return "sum";
-    case Op::kProd: return "prod";
-    case Op::kMax: return "max";
-    case Op::kMin: return "min";
-    case Op::kAvg: return "avg";
-    case Op::kMulSum: return "mulsum";
-    case Op::kNone: return "none";
+    case Op::kSum:
+      return "sum";
+    case Op::kProd:
+      return "prod";
+    case Op::kMax:
+      return "max";
+    case Op::kMin:
+      return "min";
+    case Op::kAvg:
+      return "avg";
+    case Op::kMulSum:
+      return "mulsum";
+    case Op::kNone:
+      return "none";
   }
   return "?";
 }
@@ -174,11 +189,12 @@ bool parseType(const std::string& name, ncclDataType_t* type) {
   static const struct {
     const char* alias;
     ncclDataType_t type;
-  } kAliases[] = {{"char", ncclInt8},      {"int", ncclInt32},          {"fp16", ncclFloat16},
-                  {"float16", ncclFloat16}, {"fp32", ncclFloat32},      {"float32", ncclFloat32},
-                  {"fp64", ncclFloat64},    {"float64", ncclFloat64},   {"bf16", ncclBfloat16},
-                  {"fp8e4m3", ncclFloat8e4m3}, {"e4m3", ncclFloat8e4m3}, {"fp8e5m2", ncclFloat8e5m2},
-                  {"e5m2", ncclFloat8e5m2}};
+  } kAliases[] = {
+      {"char", ncclInt8},          {"int", ncclInt32},       {"fp16", ncclFloat16},
+      {"float16", ncclFloat16},    {"fp32", ncclFloat32},    {"float32", ncclFloat32},
+      {"fp64", ncclFloat64},       {"float64", ncclFloat64}, {"bf16", ncclBfloat16},
+      {"fp8e4m3", ncclFloat8e4m3}, {"e4m3", ncclFloat8e4m3}, {"fp8e5m2", ncclFloat8e5m2},
+      {"e5m2", ncclFloat8e5m2}};
   for (const TypeInfo& t : kTypes)
     if (name == t.name) return *type = t.type, true;
   for (const auto& a : kAliases)
@@ -195,42 +211,71 @@ bool parseOp(const std::string& name, Op* op) {
 
 void storeValue(ncclDataType_t type, void* buf, size_t i, double v) {
   switch (type) {
-    case ncclInt8: return put<int8_t>(buf, i, static_cast<int8_t>(static_cast<int64_t>(v)));
-    case ncclUint8: return put<uint8_t>(buf, i, static_cast<uint8_t>(static_cast<uint64_t>(v)));
-    case ncclInt32: return put<int32_t>(buf, i, static_cast<int32_t>(static_cast<int64_t>(v)));
-    case ncclUint32: return put<uint32_t>(buf, i, static_cast<uint32_t>(static_cast<uint64_t>(v)));
-    case ncclInt64: return put<int64_t>(buf, i, static_cast<int64_t>(v));
-    case ncclUint64: return put<uint64_t>(buf, i, static_cast<uint64_t>(v));
-    case ncclFloat16: return put<uint16_t>(buf, i, static_cast<uint16_t>(encodeMini(kHalf, v)));
-    case ncclFloat32: return put<float>(buf, i, static_cast<float>(v));
-    case ncclFloat64: return put<double>(buf, i, v);
-    case ncclBfloat16: return put<uint16_t>(buf, i, static_cast<uint16_t>(encodeMini(kBf16, v)));
-    case ncclFloat8e4m3: return put<uint8_t>(buf, i, static_cast<uint8_t>(encodeMini(kE4m3, v)));
-    case ncclFloat8e5m2: return put<uint8_t>(buf, i, static_cast<uint8_t>(encodeMini(kE5m2, v)));
-    default: return;
+    case ncclInt8:
+      return put<int8_t>(buf, i, static_cast<int8_t>(static_cast<int64_t>(v)));
+    case ncclUint8:
+      return put<uint8_t>(buf, i, static_cast<uint8_t>(static_cast<uint64_t>(v)));
+    case ncclInt32:
+      return put<int32_t>(buf, i, static_cast<int32_t>(static_cast<int64_t>(v)));
+    case ncclUint32:
+      return put<uint32_t>(buf, i, static_cast<uint32_t>(static_cast<uint64_t>(v)));
+    case ncclInt64:
+      return put<int64_t>(buf, i, static_cast<int64_t>(v));
+    case ncclUint64:
+      return put<uint64_t>(buf, i, static_cast<uint64_t>(v));
+    case ncclFloat16:
+      return put<uint16_t>(buf, i, static_cast<uint16_t>(encodeMini(kHalf, v)));
+    case ncclFloat32:
+      return put<float>(buf, i, static_cast<float>(v));
+    case ncclFloat64:
+      return put<double>(buf, i, v);
+    case ncclBfloat16:
+      return put<uint16_t>(buf, i, static_cast<uint16_t>(encodeMini(kBf16, v)));
+    case ncclFloat8e4m3:
+      return put<uint8_t>(buf, i, static_cast<uint8_t>(encodeMini(kE4m3, v)));
+    case ncclFloat8e5m2:
+      return put<uint8_t>(buf, i, static_cast<uint8_t>(encodeMini(kE5m2, v)));
+    default:
+      return;
   }
 }
 
 double loadValue(ncclDataType_t type, const void* buf, size_t i) {
   switch (type) {
-    case ncclInt8: return at<int8_t>(buf, i);
-    case ncclUint8: return at<uint8_t>(buf, i);
-    case ncclInt32: return at<int32_t>(buf, i);
-    case ncclUint32: return at<uint32_t>(buf, i);
-    case ncclInt64: return static_cast<double>(at<int64_t>(buf, i));
-    case ncclUint64: return static_cast<double>(at<uint64_t>(buf, i));
-    case ncclFloat16: return tables().half[at<uint16_t>(buf, i)];
-    case ncclFloat32: return at<float>(buf, i);
-    case ncclFloat64: return at<double>(buf, i);
-    case ncclBfloat16: return tables().bf16[at<uint16_t>(buf, i)];
-    case ncclFloat8e4m3: return tables().e4m3[at<uint8_t>(buf, i)];
-    case ncclFloat8e5m2: return tables().e5m2[at<uint8_t>(buf, i)];
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case ncclInt8:
+      return at<int8_t>(buf, i);
+    case ncclUint8:
+      return at<uint8_t>(buf, i);
+    case ncclInt32:
+      return at<int32_t>(buf, i);
+    case ncclUint32:
+      return at<uint32_t>(buf, i);
+    case ncclInt64:
+      return static_cast<double>(at<int64_t>(buf, i));
+    case ncclUint64:
+      return static_cast<double>(at<uint64_t>(buf, i));
+    case ncclFloat16:
+      return tables().half[at<uint16_t>(buf, i)];
+    case ncclFloat32:
+      return at<float>(buf, i);
+    case ncclFloat64:
+      return at<double>(buf, i);
+    case ncclBfloat16:
+      return tables().bf16[at<uint16_t>(buf, i)];
+    case ncclFloat8e4m3:
+      return tables().e4m3[at<uint8_t>(buf, i)];
+    case ncclFloat8e5m2:
+      return tables().e5m2[at<uint8_t>(buf, i)];
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
 ValueModel::ValueModel(ncclDataType_t type, Op op, int nranks, uint64_t seed)
-    : type_(type), op_(op), nranks_(std::max(nranks, 1)), seed_(mix64(seed + 0x5EEDull)),
+    : type_(type),
+      op_(op),
+      nranks_(std::max(nranks, 1)),
+      seed_(mix64(seed + 0x5EEDull)),
       info_(&typeInfo(type)) {
   const TypeInfo& t = *info_;
   const int64_t n = nranks_;
@@ -302,8 +347,7 @@ double ValueModel::input(int rank, uint64_t index) const {
       return static_cast<double>(h % (sumMax_ + 1));
     }
     case Op::kProd: {
-      const double f =
-          (hash(-1, index) + static_cast<uint64_t>(rank)) % period_ == 0 ? 2.0 : 1.0;
+      const double f = (hash(-1, index) + static_cast<uint64_t>(rank)) % period_ == 0 ? 2.0 : 1.0;
       const bool negative = (info_->isFloat || info_->isSigned) && (hash(rank, index) & 1);
       return negative ? -f : f;
     }
@@ -356,7 +400,8 @@ Expect ValueModel::reduced(uint64_t index) const {
       for (int r = 1; r < n; ++r) m = std::min(m, input(r, index));
       return {m, 0};
     }
-    case Op::kNone: return {input(0, index), 0};
+    case Op::kNone:
+      return {input(0, index), 0};
   }
   return {0, 0};
 }

@@ -25,9 +25,7 @@ bool readInt(const char* name, int* out) {
   return true;
 }
 
-std::string errnoText(const std::string& what, int e) {
-  return what + ": " + std::strerror(e);
-}
+std::string errnoText(const std::string& what, int e) { return what + ": " + std::strerror(e); }
 
 // Writes all of buf to fd, retrying short writes.
 bool writeAll(int fd, const char* buf, size_t len) {
@@ -99,8 +97,8 @@ ProcessWorld discoverWorld() {
       throw std::runtime_error(std::string(hasRank ? s.size : s.rank) + " is missing while " +
                                (hasRank ? s.rank : s.size) + " is set");
     if (size < 1 || rank >= size)
-      throw std::runtime_error(std::string(s.rank) + "=" + std::to_string(rank) + " is not in [0, " +
-                               s.size + "=" + std::to_string(size) + ")");
+      throw std::runtime_error(std::string(s.rank) + "=" + std::to_string(rank) +
+                               " is not in [0, " + s.size + "=" + std::to_string(size) + ")");
     w.index = rank;
     w.count = size;
     w.source = std::string(s.rank) + "/" + s.size;
@@ -122,8 +120,7 @@ ncclUniqueId shareUniqueId(const ProcessWorld& world, const std::string& path, d
   auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::milliseconds(1);
   while (!tryRead(path, &id)) {
-    double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (waited > timeoutSec)
       throw std::runtime_error("timed out after " + std::to_string(static_cast<int>(timeoutSec)) +
                                " s waiting for process 0 to write the unique id to " + path);

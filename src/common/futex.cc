@@ -17,41 +17,42 @@ static long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const times
 }
 
 void Doorbell::ring() {
-  seq.fetch_add(1, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) futex(&seq, FUTEX_WAKE, INT32_MAX, nullptr);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_relaxed) != 0) {
+    seq.fetch_add(1, std::memory_order_seq_cst);
+    futex(&seq, FUTEX_WAKE, INT32_MAX, nullptr);
+  }
+}
+
+uint32_t Doorbell::announce() {
+  sleepers.fetch_add(1, std::memory_order_seq_cst);
+  return seq.load(std::memory_order_seq_cst);
 }
 
 void Doorbell::sleep(uint32_t seen, uint64_t timeoutNs) {
-  sleepers.fetch_add(1, std::memory_order_seq_cst);
-  if (seq.load(std::memory_order_seq_cst) == seen) {
-    timespec ts{static_cast<time_t>(timeoutNs / 1000000000ull),
-                static_cast<long>(timeoutNs % 1000000000ull)};
-    futex(&seq, FUTEX_WAIT, seen, &ts);
-  }
-  sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  timespec ts{static_cast<time_t>(timeoutNs / 1000000000ull),
+              static_cast<long>(timeoutNs % 1000000000ull)};
+  futex(&seq, FUTEX_WAIT, seen, &ts);
 }
+
+void Doorbell::retire() { sleepers.fetch_sub(1, std::memory_order_seq_cst); }
 
 static uint64_t spinBudgetNs() {
   static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_SPIN_US")) * 1000;
   return ns;
 }
 
-Backoff::Backoff(Doorbell* bell) : bell_(bell) {}
-
-void Backoff::idle(uint32_t seen) {
+bool Backoff::spin() {
   if (spins_ == 0) spinStartNs_ = nowNs();
   ++spins_;
-  if ((spins_ & 63) != 0) {
-    for (int i = 0; i < 8; ++i) cpuRelax();
-    return;
+  if ((spins_ & 15) != 0) {
+    for (int i = 0; i < 16; ++i) cpuRelax();
+    return true;
   }
-  uint64_t spent = nowNs() - spinStartNs_;
-  if (spent < spinBudgetNs()) {
-    sched_yield();
-    return;
-  }
-  // Sleep in short naps so abort flags and peer liveness are re-checked regularly.
-  bell_->sleep(seen, 10 * 1000 * 1000);
+  if (nowNs() - spinStartNs_ >= spinBudgetNs()) return false;
+  // Yield so a peer sharing this core (more ranks than cores) gets to run.
+  sched_yield();
+  return true;
 }
 
 }  // namespace weft

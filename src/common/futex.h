@@ -11,10 +11,15 @@ struct Doorbell {
   std::atomic<uint32_t> seq{0};
   std::atomic<uint32_t> sleepers{0};
 
-  // Publish: bump the sequence and wake sleepers if any announced themselves.
+  // Publish side: after making new state visible, wake the owner if it announced sleep. The
+  // fast path (nobody asleep) is a fence and a load, no read-modify-write on a shared line.
   void ring();
-  // Sleep until seq != seen or timeoutNs passes (spurious returns are allowed).
+
+  // Sleep side, in this order: announce(), poll once more, then sleep(seen) only if that poll
+  // found nothing, then retire(). A ring that races with the poll bumps seq, so sleep returns.
+  uint32_t announce();
   void sleep(uint32_t seen, uint64_t timeoutNs);
+  void retire();
 };
 static_assert(sizeof(Doorbell) == 8, "Doorbell lives in shared memory");
 
@@ -26,16 +31,14 @@ inline void cpuRelax() {
 #endif
 }
 
-// Spin-then-sleep back-off for a polling loop that watches one doorbell.
+// Spin-then-yield phase of a polling loop; says when it is time to sleep instead.
 class Backoff {
  public:
-  explicit Backoff(Doorbell* bell);
-  // Call when a poll made no progress; `seen` is the doorbell value read before polling.
-  void idle(uint32_t seen);
+  // Call after a poll that made no progress; returns false once the spin budget is spent.
+  bool spin();
   void reset() { spins_ = 0; }
 
  private:
-  Doorbell* bell_;
   uint32_t spins_ = 0;
   uint64_t spinStartNs_ = 0;
 };

@@ -206,103 +206,157 @@ void napNs(uint64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
+// Drives a set of tasks; each poll advances every runnable lane once.
+class TaskSet {
+ public:
+  explicit TaskSet(std::vector<Task>& tasks) : tasks_(tasks), states_(tasks.size()) {}
+
+  // Starts the first unit of every task; false (and `error_`) on failure.
+  bool start() {
+    try {
+      for (size_t i = 0; i < tasks_.size(); ++i)
+        if (startUnit(tasks_[i], states_[i])) ++active_;
+    } catch (const Error& e) {
+      error_ = {e.code(), e.what(), 0};
+      return false;
+    }
+    return true;
+  }
+
+  size_t active() const { return active_; }
+  RunResult& error() { return error_; }
+
+  // Returns true on progress; on failure sets error() and returns false with failed() true.
+  bool poll() {
+    bool progress = false;
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      TaskState& ts = states_[i];
+      if (!ts.runner) continue;
+      Work& w = tasks_[i].units[ts.unit];
+      if (w.abort && w.abort->load(std::memory_order_relaxed)) {
+        error_ = {Status::kRemoteError, "operation aborted on rank " + std::to_string(w.rank),
+                  static_cast<int>(i)};
+        return false;
+      }
+      ts.stall = {};
+      try {
+        if (ts.runner->poll(&error_.status, &error_.message, &ts.stall)) progress = true;
+        if (error_.status != Status::kSuccess) {
+          error_.failedTask = static_cast<int>(i);
+          return false;
+        }
+        if (ts.runner->complete()) {
+          if (w.finish) w.finish();
+          ++ts.unit;
+          if (!startUnit(tasks_[i], ts)) --active_;
+          progress = true;
+        }
+      } catch (const Error& e) {
+        error_ = {e.code(), e.what(), static_cast<int>(i)};
+        return false;
+      }
+    }
+    return progress;
+  }
+  bool failed() const { return error_.status != Status::kSuccess; }
+
+  // A peer that poisoned the link we wait on has failed: give up now.
+  bool checkPoison() {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      const Stall& s = states_[i].stall;
+      if (states_[i].runner && s.waitingOn && s.waitingOn->poisoned()) {
+        error_ = {Status::kRemoteError,
+                  "rank " + std::to_string(s.peer) + " failed and abandoned the operation (" +
+                      s.waitingOn->transportName() + " link)",
+                  static_cast<int>(i)};
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool checkHealth() {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      const Stall& s = states_[i].stall;
+      if (!states_[i].runner || !s.waitingOn) continue;
+      std::string why;
+      Status st = s.waitingOn->health(&why);
+      if (st != Status::kSuccess) {
+        error_ = {st, why, static_cast<int>(i)};
+        return false;
+      }
+    }
+    return true;
+  }
+
+  RunResult timedOut(std::chrono::milliseconds timeout) const {
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (!states_[i].runner) continue;
+      const Stall& s = states_[i].stall;
+      return {Status::kRemoteError,
+              "rank " + std::to_string(tasks_[i].units[states_[i].unit].rank) +
+                  " timed out after " + std::to_string(timeout.count()) +
+                  " ms waiting for rank " + std::to_string(s.peer) + " (lane " +
+                  std::to_string(s.lane) +
+                  "): a peer did not call the matching operation, or is stuck",
+              static_cast<int>(i)};
+    }
+    return {};
+  }
+
+ private:
+  std::vector<Task>& tasks_;
+  std::vector<TaskState> states_;
+  size_t active_ = 0;
+  RunResult error_;
+};
+
 }  // namespace
 
 RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
-  RunResult result;
-  std::vector<TaskState> states(tasks.size());
-  size_t active = 0;
-  try {
-    for (size_t i = 0; i < tasks.size(); ++i)
-      if (startUnit(tasks[i], states[i])) ++active;
-  } catch (const Error& e) {
-    return {e.code(), e.what(), 0};
-  }
+  TaskSet set(tasks);
+  if (!set.start()) return set.error();
   // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
   Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;
-  Backoff backoff(bell);
+  Backoff backoff;
   uint64_t lastProgress = nowNs();
   uint64_t lastHealth = lastProgress;
   const uint64_t timeoutNs = static_cast<uint64_t>(timeout.count()) * 1000000ull;
-  uint32_t idleRounds = 0;
+  uint32_t naps = 0;
 
-  while (active > 0) {
-    uint32_t seen = bell ? bell->seq.load(std::memory_order_acquire) : 0;
-    bool progress = false;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      TaskState& ts = states[i];
-      if (!ts.runner) continue;
-      Work& w = tasks[i].units[ts.unit];
-      if (w.abort && w.abort->load(std::memory_order_relaxed))
-        return {Status::kRemoteError, "operation aborted on rank " + std::to_string(w.rank),
-                static_cast<int>(i)};
-      ts.stall = {};
-      try {
-        if (ts.runner->poll(&result.status, &result.message, &ts.stall)) progress = true;
-      } catch (const Error& e) {
-        return {e.code(), e.what(), static_cast<int>(i)};
-      }
-      if (result.status != Status::kSuccess) {
-        result.failedTask = static_cast<int>(i);
-        return result;
-      }
-      if (ts.runner->complete()) {
-        if (w.finish) w.finish();
-        ++ts.unit;
-        try {
-          if (!startUnit(tasks[i], ts)) --active;
-        } catch (const Error& e) {
-          return {e.code(), e.what(), static_cast<int>(i)};
-        }
-        progress = true;
-      }
-    }
+  while (set.active() > 0) {
+    bool progress = set.poll();
+    if (set.failed()) return set.error();
     if (progress) {
       backoff.reset();
-      idleRounds = 0;
+      naps = 0;
       lastProgress = nowNs();
       continue;
     }
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const Stall& s = states[i].stall;
-      if (states[i].runner && s.waitingOn && s.waitingOn->poisoned())
-        return {Status::kRemoteError,
-                "rank " + std::to_string(s.peer) + " failed and abandoned the operation (" +
-                    s.waitingOn->transportName() + " link)",
-                static_cast<int>(i)};
-    }
+    if (!set.checkPoison()) return set.error();
     uint64_t now = nowNs();
     if (now - lastHealth > 100000000ull) {  // check peers every 100 ms of stalling
       lastHealth = now;
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        Stall& s = states[i].stall;
-        if (!states[i].runner || !s.waitingOn) continue;
-        std::string why;
-        Status st = s.waitingOn->health(&why);
-        if (st != Status::kSuccess) return {st, why, static_cast<int>(i)};
-      }
+      if (!set.checkHealth()) return set.error();
     }
-    if (now - lastProgress > timeoutNs) {
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        if (!states[i].runner) continue;
-        const Stall& s = states[i].stall;
-        return {Status::kRemoteError,
-                "rank " + std::to_string(tasks[i].units[states[i].unit].rank) + " timed out after " +
-                    std::to_string(timeout.count()) + " ms waiting for rank " +
-                    std::to_string(s.peer) + " (lane " + std::to_string(s.lane) +
-                    "): a peer did not call the matching operation, or is stuck",
-                static_cast<int>(i)};
-      }
+    if (now - lastProgress > timeoutNs) return set.timedOut(timeout);
+    if (backoff.spin()) continue;
+    if (!bell) {
+      napNs(++naps > 64 ? 50000 : 5000);
+      continue;
     }
-    if (bell) {
-      backoff.idle(seen);
-    } else if (++idleRounds > 64) {
-      napNs(idleRounds > 256 ? 50000 : 2000);
-    } else {
-      cpuRelax();
+    // Announce, poll once more, and sleep only if that found nothing (see Doorbell).
+    uint32_t seen = bell->announce();
+    progress = set.poll();
+    if (!progress && !set.failed()) bell->sleep(seen, 10 * 1000 * 1000);  // naps re-check aborts
+    bell->retire();
+    if (set.failed()) return set.error();
+    if (progress) {
+      backoff.reset();
+      lastProgress = nowNs();
     }
   }
-  return result;
+  return {};
 }
 
 }  // namespace weft::exec
