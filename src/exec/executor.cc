@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "src/common/clock.h"
+#include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 
@@ -29,6 +30,20 @@ struct Stall {
   int peer = -1;
 };
 
+// A rendezvous message still being read by its receiver: the memory must not change meanwhile.
+struct Outstanding {
+  transport::Connection* conn;
+  uint64_t count;  // consumed(count) means the receiver is done
+  const char* begin;
+  const char* end;
+};
+
+// Smallest slice sent by reference instead of by copy (WEFT_RDV_BYTES).
+size_t rendezvousBytes() {
+  static const size_t v = static_cast<size_t>(env::getInt("WEFT_RDV_BYTES"));
+  return v;
+}
+
 class WorkRunner {
  public:
   explicit WorkRunner(Work& w) : w_(w), lanes_(w.program->lanes.size()) {
@@ -36,7 +51,8 @@ class WorkRunner {
     premul_ = w.op == RedOp::kPreMulSum;
   }
 
-  bool complete() const { return remaining_ == 0; }
+  // Done when every lane finished and every peer finished reading our memory.
+  bool complete() { return remaining_ == 0 && drained(); }
 
   void begin() {
     remaining_ = 0;
@@ -59,6 +75,8 @@ class WorkRunner {
         if (ls.step == steps.size()) --remaining_;
       }
     }
+    if (remaining_ == 0 && !outstanding_.empty() && !drained())
+      *stall = {-1, outstanding_.front().conn, -1};
     return progress;
   }
 
@@ -76,6 +94,24 @@ class WorkRunner {
     return true;
   }
 
+  bool drained() {
+    std::erase_if(outstanding_, [](const Outstanding& o) { return o.conn->consumed(o.count); });
+    return outstanding_.empty();
+  }
+
+  // True while a peer may still be reading memory in [b, e): writing there must wait.
+  bool busy(const char* b, const char* e) {
+    if (outstanding_.empty()) return false;
+    for (const auto& o : outstanding_)
+      if (o.begin < e && b < o.end && !o.conn->consumed(o.count)) return true;
+    return false;
+  }
+
+  void sendByReference(transport::Connection* conn, const char* p, size_t bytes, uint32_t tag) {
+    conn->postRemote(p, static_cast<uint32_t>(bytes), tag);
+    outstanding_.push_back({conn, conn->postedCount(), p, p + bytes});
+  }
+
   // 1: progressed, 0: blocked, -1: error.
   int advance(int lane, LaneState& ls, const plan::Step& s, Status* st, std::string* why,
               Stall* stall) {
@@ -89,6 +125,10 @@ class WorkRunner {
     }
     if (s.op == Op::kNop) return finishStep(ls);
     if (s.op == Op::kCopy || s.op == Op::kReduce) {
+      char* dst = ptr(s.dst, 0);
+      // A copy onto itself (in-place) writes nothing, so a peer reading there is no obstacle.
+      bool noop = s.op == Op::kCopy && dst == ptr(s.src, 0) && !scaleFor(s.src);
+      if (!noop && busy(dst, dst + s.count * elemSize_)) return 0;
       localStep(s);
       return finishStep(ls);
     }
@@ -96,6 +136,10 @@ class WorkRunner {
     if (ls.send && ls.recv) slot = std::min(slot, ls.recv->slotBytes());
     uint64_t sliceElems = std::max<uint64_t>(1, slot / elemSize_);
     uint64_t n = std::min(sliceElems, s.count - ls.done);
+    const uint64_t d = ls.done;
+    const size_t bytes = n * elemSize_;
+    char* dst = plan::opWritesDst(s.op) ? ptr(s.dst, d) : nullptr;
+    if (dst && busy(dst, dst + bytes)) return 0;
 
     void* out = nullptr;
     if (ls.send) {
@@ -106,55 +150,83 @@ class WorkRunner {
       }
     }
     const void* in = nullptr;
+    uint64_t remote = 0;
     if (ls.recv) {
-      uint32_t bytes = 0, tag = 0;
-      in = ls.recv->recvSlot(&bytes, &tag);
-      if (!in) {
+      uint32_t got = 0, tag = 0;
+      bool present = false;
+      in = ls.recv->recvMessage(&got, &tag, &remote, &present);
+      if (!present) {
         *stall = {lane, ls.recv, s.recvPeer};
         return 0;
       }
-      if (tag != w_.laneTags[lane] || bytes != n * elemSize_) {
+      if (tag != w_.laneTags[lane] || got != bytes) {
         *st = Status::kInvalidUsage;
-        *why = "rank " + std::to_string(w_.rank) + " got " + std::to_string(bytes) +
+        *why = "rank " + std::to_string(w_.rank) + " got " + std::to_string(got) +
                " bytes from rank " + std::to_string(s.recvPeer) + " where it expected " +
-               std::to_string(n * elemSize_) +
-               (tag != w_.laneTags[lane] ? " of the same operation" : "") +
+               std::to_string(bytes) + (tag != w_.laneTags[lane] ? " of the same operation" : "") +
                ": the ranks called mismatched operations (collective, count, type, op or root)";
         return -1;
       }
+      if (remote) {
+        // Another process's memory: one kernel copy, straight into place when nothing is
+        // reduced, else into a cache-sized bounce buffer the reduction reads from.
+        bool lands = s.op == Op::kRecv || s.op == Op::kRecvCopySend;
+        void* target = lands ? static_cast<void*>(dst) : bounceFor(bytes);
+        ls.recv->readRemote(target, remote, bytes);
+        in = target;
+      }
     }
-    const uint64_t d = ls.done;
-    const size_t bytes = n * elemSize_;
+    const bool byRef = ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
+                       s.op != Op::kRecvReduceSend && ls.send->peerCanReadMe() &&
+                       !(s.op == Op::kSend && scaleFor(s.src));
+    const uint32_t tag = w_.laneTags[lane];
     switch (s.op) {
-      case Op::kSend: copyElements(w_.type, out, ptr(s.src, d), n, scaleFor(s.src)); break;
-      case Op::kRecv: std::memcpy(ptr(s.dst, d), in, bytes); break;
+      case Op::kSend:
+        if (byRef) sendByReference(ls.send, ptr(s.src, d), bytes, tag);
+        else copyElements(w_.type, out, ptr(s.src, d), n, scaleFor(s.src));
+        break;
+      case Op::kRecv:
+        if (in != dst) std::memcpy(dst, in, bytes);
+        break;
       case Op::kRecvReduce:
-        reduce(w_.type, w_.op, ptr(s.dst, d), ptr(s.dst, d), false, in, false, n, &w_.scalar);
+        reduce(w_.type, w_.op, dst, dst, false, in, false, n, &w_.scalar);
         break;
       case Op::kRecvCopySend:
-        std::memcpy(out, in, bytes);
-        std::memcpy(ptr(s.dst, d), in, bytes);
+        if (in != dst) std::memcpy(dst, in, bytes);
+        if (byRef) sendByReference(ls.send, dst, bytes, tag);
+        else std::memcpy(out, dst, bytes);
         break;
       case Op::kRecvReduceSend:
         reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
                &w_.scalar);
         break;
       case Op::kRecvReduceCopy:
-        reduce(w_.type, w_.op, ptr(s.dst, d), ptr(s.src, d), scaleFor(s.src) != nullptr, in, false,
-               n, &w_.scalar);
+        reduce(w_.type, w_.op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_.scalar);
         break;
       case Op::kRecvReduceCopySend:
-        reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-               &w_.scalar);
-        std::memcpy(ptr(s.dst, d), out, bytes);
+        if (byRef) {
+          reduce(w_.type, w_.op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+                 &w_.scalar);
+          sendByReference(ls.send, dst, bytes, tag);
+        } else {
+          reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+                 &w_.scalar);
+          std::memcpy(dst, out, bytes);
+        }
         break;
       default: break;
     }
     if (ls.recv) ls.recv->release();
-    if (ls.send) ls.send->post(static_cast<uint32_t>(bytes), w_.laneTags[lane]);
+    if (ls.send && !byRef) ls.send->post(static_cast<uint32_t>(bytes), tag);
     ls.done += n;
     if (ls.done >= s.count) return finishStep(ls);
     return 1;
+  }
+
+  void* bounceFor(size_t bytes) {
+    if (bounce_.size() < bytes) bounce_.resize(bytes);
+    return bounce_.data();
   }
 
   void localStep(const plan::Step& s) {
@@ -178,6 +250,8 @@ class WorkRunner {
 
   Work& w_;
   std::vector<LaneState> lanes_;
+  std::vector<Outstanding> outstanding_;
+  std::vector<char> bounce_;
   size_t elemSize_ = 1;
   bool premul_ = false;
   size_t remaining_ = 0;

@@ -1,6 +1,11 @@
 #include "src/exec/host_stream.h"
 
+#include <sched.h>
+
 #include <set>
+
+#include "src/common/clock.h"
+#include "src/common/env.h"
 
 namespace weft::exec {
 namespace {
@@ -10,6 +15,18 @@ std::set<const void*>& live() {
   return s;
 }
 }  // namespace
+
+template <typename Pred>
+bool HostStream::spinUntil(Pred done) {
+  // Short: a stream thread that spins long starves ranks sharing its core.
+  static const uint64_t budgetNs = static_cast<uint64_t>(env::getInt("WEFT_SPIN_US")) * 1000;
+  uint64_t start = nowNs();
+  while (!done()) {
+    if (nowNs() - start > budgetNs) return false;
+    sched_yield();
+  }
+  return true;
+}
 
 HostStream::HostStream() {
   worker_ = std::thread([this] { loop(); });
@@ -39,6 +56,7 @@ void HostStream::enqueue(std::function<Status(std::string*)> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(fn));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -46,6 +64,14 @@ void HostStream::enqueue(std::function<Status(std::string*)> fn) {
 void HostStream::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (queue_.empty() && !stop_) {
+      // Back-to-back launches are the common case: look for the next one before sleeping.
+      lock.unlock();
+      spinUntil([this] {
+        return queued_.load(std::memory_order_acquire) != finished_.load(std::memory_order_relaxed);
+      });
+      lock.lock();
+    }
     cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop requested and drained
     auto fn = std::move(queue_.front());
@@ -62,6 +88,7 @@ void HostStream::loop() {
     }
     lock.lock();
     busy_ = false;
+    finished_.fetch_add(1, std::memory_order_release);
     if (st != Status::kSuccess && error_ == Status::kSuccess) {
       error_ = st;
       errorText_ = why;
@@ -71,6 +98,9 @@ void HostStream::loop() {
 }
 
 Status HostStream::synchronize(std::chrono::milliseconds timeout, std::string* why) {
+  spinUntil([this] {
+    return finished_.load(std::memory_order_acquire) == queued_.load(std::memory_order_relaxed);
+  });
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; })) {
     *why = "host stream did not drain within " + std::to_string(timeout.count()) + " ms";

@@ -3,6 +3,7 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -30,11 +31,17 @@ class HostStream {
 
  private:
   void loop();
+  // Spins (yielding) up to the spin budget while `done()` is false; true if it became true.
+  template <typename Pred>
+  static bool spinUntil(Pred done);
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<Status(std::string*)>> queue_;
   bool busy_ = false;
+  // Lock-free mirrors so the worker and synchronize() can spin before they block.
+  std::atomic<uint64_t> queued_{0};
+  std::atomic<uint64_t> finished_{0};
   bool stop_ = false;
   Status error_ = Status::kSuccess;
   std::string errorText_;

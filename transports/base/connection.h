@@ -26,6 +26,34 @@ class Connection {
   // Returns the slot from recvSlot() to the sender.
   virtual void release() = 0;
 
+  // --- Rendezvous (optional): a message may carry the address of the sender's own buffer
+  // instead of the data. The receiver then reads it in place (same address space: zero copy)
+  // or with one kernel copy (another process: CMA). Transports without it keep the defaults.
+
+  // Sender side: true once the receiver has shown it can read this process's memory.
+  virtual bool peerCanReadMe() { return false; }
+  // Publishes a message whose `bytes` bytes stay at `addr` until consumed(postedCount()) holds.
+  virtual void postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
+    fail(Status::kInternalError, "transport has no rendezvous messages");
+  }
+  // Messages posted so far, and whether the receiver has released the first `count` of them.
+  virtual uint64_t postedCount() const { return 0; }
+  virtual bool consumed(uint64_t count) const { return true; }
+
+  // Receiver side: like recvSlot, but a remote message from another address space returns
+  // nullptr data with *remoteAddr set (read it with readRemote before release()). Messages
+  // whose memory is directly addressable come back as ordinary data pointers.
+  virtual const void* recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
+                                  bool* present) {
+    *remoteAddr = 0;
+    const void* p = recvSlot(bytes, tag);
+    *present = p != nullptr;
+    return p;
+  }
+  virtual void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
+    fail(Status::kInternalError, "transport has no rendezvous messages");
+  }
+
   // kSuccess while the peer is alive; otherwise kRemoteError and a message naming it. Called
   // only from slow paths (after a wait has lasted a while).
   virtual Status health(std::string* why) = 0;

@@ -1,5 +1,7 @@
 #include "transports/base/fifo.h"
 
+#include <sys/uio.h>
+
 #include <new>
 
 namespace weft::transport {
@@ -15,6 +17,9 @@ void fifoInit(void* mem) {
   ctl->tail.store(0, std::memory_order_relaxed);
   ctl->head.store(0, std::memory_order_relaxed);
   ctl->poisoned.store(0, std::memory_order_relaxed);
+  ctl->readerCanRead.store(0, std::memory_order_relaxed);
+  ctl->senderProbeAddr.store(0, std::memory_order_relaxed);
+  ctl->magic = kProbeMagic;
 }
 
 FifoView fifoView(void* mem) {
@@ -31,6 +36,74 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
   sendTail_ = out_.ctl->tail.load(std::memory_order_acquire);
   sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
+  if (p_.remote == RemoteMode::kCma) {
+    // Tell the receiver where to find a known word in our address space, and probe the peer's.
+    out_.ctl->senderProbeAddr.store(reinterpret_cast<uint64_t>(&out_.ctl->magic),
+                                    std::memory_order_release);
+    probePeer();
+  }
+}
+
+void FifoConnection::probePeer() {
+  if (in_.ctl->readerCanRead.load(std::memory_order_acquire) != 0) return;
+  uint64_t addr = in_.ctl->senderProbeAddr.load(std::memory_order_acquire);
+  if (addr == 0) return;  // the peer has not connected yet; probe again on receive
+  uint64_t word = 0;
+  iovec local{&word, sizeof(word)};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof(word)};
+  bool ok = process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0) == sizeof(word) &&
+            word == kProbeMagic;
+  in_.ctl->readerCanRead.store(ok ? 1 : 2, std::memory_order_release);
+}
+
+bool FifoConnection::peerCanReadMe() {
+  if (peerReadsMe_) return true;
+  if (p_.remote == RemoteMode::kDirect) peerReadsMe_ = true;
+  else if (p_.remote == RemoteMode::kCma)
+    peerReadsMe_ = out_.ctl->readerCanRead.load(std::memory_order_acquire) == 1;
+  return peerReadsMe_;
+}
+
+void FifoConnection::postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
+  publish(bytes, tag, reinterpret_cast<uint64_t>(addr));
+}
+
+bool FifoConnection::consumed(uint64_t count) const {
+  return out_.ctl->head.load(std::memory_order_acquire) >= count;
+}
+
+const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
+                                        bool* present) {
+  *remoteAddr = 0;
+  *present = false;
+  if (p_.remote == RemoteMode::kCma && !probed_) {
+    probePeer();
+    probed_ = in_.ctl->readerCanRead.load(std::memory_order_relaxed) != 0;
+  }
+  if (in_.ctl->tail.load(std::memory_order_acquire) <= recvHead_) return nullptr;
+  const SlotInfo info = in_.ctl->info[recvHead_ % p_.slots];
+  *bytes = info.bytes;
+  *tag = info.tag;
+  *present = true;
+  if (info.remote == 0) return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
+  if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
+  *remoteAddr = info.remote;
+  return nullptr;
+}
+
+void FifoConnection::readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
+  char* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    iovec local{out, bytes};
+    iovec remote{reinterpret_cast<void*>(remoteAddr), bytes};
+    ssize_t n = process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0);
+    if (n <= 0)
+      fail(Status::kRemoteError, sysError("process_vm_readv from pid " + std::to_string(p_.peerPid) +
+                                              " (shm single-copy)", n < 0 ? errno : EIO));
+    out += n;
+    remoteAddr += static_cast<uint64_t>(n);
+    bytes -= static_cast<size_t>(n);
+  }
 }
 
 void* FifoConnection::sendSlot() {
@@ -41,19 +114,22 @@ void* FifoConnection::sendSlot() {
   return out_.data + (sendTail_ % p_.slots) * p_.slotBytes;
 }
 
-void FifoConnection::post(uint32_t bytes, uint32_t tag) {
-  out_.ctl->info[sendTail_ % p_.slots] = SlotInfo{bytes, tag};
+void FifoConnection::post(uint32_t bytes, uint32_t tag) { publish(bytes, tag, 0); }
+
+void FifoConnection::publish(uint32_t bytes, uint32_t tag, uint64_t remote) {
+  out_.ctl->info[sendTail_ % p_.slots] = SlotInfo{bytes, tag, remote};
   ++sendTail_;
   out_.ctl->tail.store(sendTail_, std::memory_order_release);
   if (p_.peerBell) p_.peerBell->ring();
 }
 
 const void* FifoConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
-  if (in_.ctl->tail.load(std::memory_order_acquire) <= recvHead_) return nullptr;
-  const SlotInfo info = in_.ctl->info[recvHead_ % p_.slots];
-  *bytes = info.bytes;
-  *tag = info.tag;
-  return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
+  uint64_t remote = 0;
+  bool present = false;
+  const void* p = recvMessage(bytes, tag, &remote, &present);
+  if (present && !p)
+    fail(Status::kInternalError, "recvSlot cannot return a message from another address space");
+  return p;
 }
 
 void FifoConnection::release() {

@@ -18,14 +18,23 @@ inline constexpr uint32_t kMaxSlots = 64;
 struct SlotInfo {
   uint32_t bytes;
   uint32_t tag;
+  uint64_t remote;  // 0: data is in the slot; else its address in the sender's address space
 };
+
+inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
 struct FifoControl {
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint32_t> poisoned;  // set by either side after a fatal error
+  std::atomic<uint32_t> readerCanRead;         // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
+  std::atomic<uint64_t> senderProbeAddr;       // where `magic` sits in the sender's address space
+  uint64_t magic;
   SlotInfo info[kMaxSlots];
 };
+
+// How a receiver reaches memory named by a rendezvous message.
+enum class RemoteMode { kNone, kDirect, kCma };
 
 // Bytes needed for one direction with `slots` slots of `slotBytes` (control block included).
 size_t fifoBytes(uint32_t slots, size_t slotBytes);
@@ -50,6 +59,8 @@ class FifoConnection : public Connection {
     const char* name = "fifo";
     std::function<Status(std::string*)> health;  // liveness of the peer
     std::shared_ptr<void> keepAlive;             // owns the mapped memory
+    RemoteMode remote = RemoteMode::kNone;
+    int peerPid = 0;                             // for CMA reads
   };
   explicit FifoConnection(Params p);
 
@@ -61,6 +72,14 @@ class FifoConnection : public Connection {
   Status health(std::string* why) override;
   void poison() override;
   bool poisoned() const override;
+
+  bool peerCanReadMe() override;
+  void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override;
+  uint64_t postedCount() const override { return sendTail_; }
+  bool consumed(uint64_t count) const override;
+  const void* recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
+                          bool* present) override;
+  void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
   const char* transportName() const override { return p_.name; }
 
  private:
@@ -68,6 +87,10 @@ class FifoConnection : public Connection {
   FifoView out_, in_;
   uint64_t sendTail_ = 0, sendHeadCache_ = 0;  // sender side (mine)
   uint64_t recvHead_ = 0;                      // receiver side (mine)
+  bool peerReadsMe_ = false;                   // cached peerCanReadMe() once true
+  bool probed_ = false;                        // CMA probe of the peer settled
+  void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
+  void probePeer();
 };
 
 }  // namespace weft::transport

@@ -19,7 +19,8 @@ std::string pairName(const ConnectContext& ctx, int peer, int channel) {
 
 std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, void* mem,
                                            const char* name, std::shared_ptr<void> keepAlive,
-                                           std::function<Status(std::string*)> health) {
+                                           std::function<Status(std::string*)> health,
+                                           RemoteMode remote) {
   char* lowToHigh = static_cast<char*>(mem);
   char* highToLow = lowToHigh + fifoBytes(ctx.slots, ctx.slotBytes);
   bool low = ctx.rank < peer;
@@ -32,6 +33,8 @@ std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, 
   p.peerBell = bell.get();
   p.name = name;
   p.health = std::move(health);
+  p.remote = remote;
+  p.peerPid = (*ctx.peers)[peer].pid;
   p.keepAlive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<Doorbell>>>(
       std::move(keepAlive), std::move(bell));
   return std::make_unique<FifoConnection>(std::move(p));

@@ -17,6 +17,7 @@ std::string pairName(const ConnectContext& ctx, int peer, int channel);
 // Builds this side's FifoConnection over a pair block at `mem`.
 std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, void* mem,
                                            const char* name, std::shared_ptr<void> keepAlive,
-                                           std::function<Status(std::string*)> health);
+                                           std::function<Status(std::string*)> health,
+                                           RemoteMode remote);
 
 }  // namespace weft::transport

@@ -45,7 +45,8 @@ class LocalTransport : public Transport {
       }
     }
     void* mem = block->mem;
-    return pairConnection(ctx, peer, mem, "local", std::move(block), nullptr);
+    return pairConnection(ctx, peer, mem, "local", std::move(block), nullptr,
+                          RemoteMode::kDirect);
   }
 
  private:

@@ -49,7 +49,7 @@ class ShmTransport : public Transport {
       return Status::kSuccess;
     };
     void* mem = seg->data();
-    return pairConnection(ctx, peer, mem, "shm", std::move(seg), health);
+    return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, RemoteMode::kCma);
   }
 };
 
