@@ -23,7 +23,8 @@ const std::vector<Algorithm>& all() {
        {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
        buildRhd},
       {"direct",
-       {Collective::kAlltoAll, Collective::kGather, Collective::kScatter, Collective::kAllGather},
+       {Collective::kAlltoAll, Collective::kGather, Collective::kScatter, Collective::kAllGather,
+        Collective::kAllReduce},
        buildDirect},
   };
   return kAll;

@@ -91,6 +91,42 @@ Plan scatter(const Spec& spec, const Options& o) {
   return plan;
 }
 
+// Allreduce in one round trip, for small messages: every rank sends its input to every peer and
+// adds all inputs itself in rank order 0..n-1, so every rank computes bit-identical results.
+// Slice by slice (all peers per slice) so each FIFO needs room for one slice only; the sum
+// builds up in scratch, which keeps in-place calls from overwriting the input being sent.
+Plan allReduce(const Spec& spec, const Options& o) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks;
+  const uint64_t cnt = spec.count, slice = sliceElems(spec, o);
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    p.scratchElems = cnt;
+    const int send = addLane(p, 0), recv = addLane(p, 0);
+    for (uint64_t off = 0; off < cnt; off += slice) {
+      const uint64_t len = std::min(slice, cnt - off);
+      plan::StepRef lastSend{};
+      for (int k = 1; k < n; ++k)
+        lastSend = addStep(p, send, sendStep(mod(r + k, n), inRef(off), len));
+      for (int s = 0; s < n; ++s) {
+        if (s == r) {
+          plan::Step own = copyStep(inRef(off), scratchRef(off), len);
+          if (s != 0) own.op = plan::Op::kReduce;
+          addStep(p, recv, own);
+        } else {
+          addStep(p, recv, s == 0 ? recvStep(s, scratchRef(off), len)
+                                  : recvReduceStep(s, scratchRef(off), len));
+        }
+      }
+      // In place, the output is the input the sends read: write it only after they are done.
+      plan::Step done = copyStep(scratchRef(off), outRef(off), len);
+      done.deps.push_back(lastSend);
+      addStep(p, recv, done);
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 Plan buildDirect(const Spec& spec, const Options& options) {
@@ -100,6 +136,8 @@ Plan buildDirect(const Spec& spec, const Options& options) {
   switch (spec.coll) {
     case Collective::kAlltoAll:
       return pairwise(spec, options, true);
+    case Collective::kAllReduce:
+      return allReduce(spec, options);
     case Collective::kAllGather:
       return pairwise(spec, options, false);
     case Collective::kGather:

@@ -101,6 +101,8 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
       if (al == "ring") return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes * b;
       if (al == "tree") return 2 * logn * a + 2 * bytes * b * 1.1;
       if (al == "rhd") return (2 * logn + (pow2 ? 0 : 2)) * a + (2 * (n - 1) / n + (pow2 ? 0 : 2)) * bytes * b;
+      // One round trip, but every rank receives and adds every input.
+      if (al == "direct") return (1 + 0.25 * (n - 1)) * a + n * bytes * b;
       break;
     case Collective::kBroadcast:
     case Collective::kReduce:
