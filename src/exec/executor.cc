@@ -143,7 +143,7 @@ class WorkRunner {
 
     void* out = nullptr;
     if (ls.send) {
-      out = ls.send->sendSlot();
+      out = ls.send->sendSlotFor(bytes);
       if (!out) {
         *stall = {lane, ls.send, s.sendPeer};
         return 0;

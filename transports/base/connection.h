@@ -18,6 +18,8 @@ class Connection {
 
   // Send direction: a free slot to fill, or nullptr while the FIFO is full.
   virtual void* sendSlot() = 0;
+  // Like sendSlot, when the caller knows the message will hold `bytes` (small ones may go inline).
+  virtual void* sendSlotFor(size_t bytes) { return sendSlot(); }
   // Publishes the slot returned by sendSlot() holding `bytes` bytes, with a tag the receiver checks.
   virtual void post(uint32_t bytes, uint32_t tag) = 0;
 

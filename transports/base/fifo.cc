@@ -14,7 +14,7 @@ size_t fifoBytes(uint32_t slots, size_t slotBytes) {
 
 void fifoInit(void* mem) {
   auto* ctl = new (mem) FifoControl;
-  ctl->tail.store(0, std::memory_order_relaxed);
+  for (auto& i : ctl->info) i.seq.store(0, std::memory_order_relaxed);
   ctl->head.store(0, std::memory_order_relaxed);
   ctl->poisoned.store(0, std::memory_order_relaxed);
   ctl->readerCanRead.store(0, std::memory_order_relaxed);
@@ -33,8 +33,10 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
   out_ = fifoView(p_.outMem);
   in_ = fifoView(p_.inMem);
   // Resume from the counters in memory: a connection may be re-opened over a live FIFO.
-  sendTail_ = out_.ctl->tail.load(std::memory_order_acquire);
   sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
+  sendTail_ = sendHeadCache_;
+  while (out_.ctl->info[sendTail_ % p_.slots].seq.load(std::memory_order_acquire) == sendTail_ + 1)
+    ++sendTail_;
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
   if (p_.remote == RemoteMode::kCma) {
     // Tell the receiver where to find a known word in our address space, and probe the peer's.
@@ -80,12 +82,15 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     probePeer();
     probed_ = in_.ctl->readerCanRead.load(std::memory_order_relaxed) != 0;
   }
-  if (in_.ctl->tail.load(std::memory_order_acquire) <= recvHead_) return nullptr;
-  const SlotInfo info = in_.ctl->info[recvHead_ % p_.slots];
+  SlotInfo& info = in_.ctl->info[recvHead_ % p_.slots];
+  if (info.seq.load(std::memory_order_acquire) != recvHead_ + 1) return nullptr;
   *bytes = info.bytes;
   *tag = info.tag;
   *present = true;
-  if (info.remote == 0) return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
+  if (info.remote == 0) {
+    if (info.bytes <= kInlineBytes) return info.inlineData;
+    return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
+  }
   if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
   *remoteAddr = info.remote;
   return nullptr;
@@ -106,20 +111,24 @@ void FifoConnection::readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
   }
 }
 
-void* FifoConnection::sendSlot() {
+void* FifoConnection::sendSlotFor(size_t bytes) {
   if (sendTail_ - sendHeadCache_ >= p_.slots) {
     sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
     if (sendTail_ - sendHeadCache_ >= p_.slots) return nullptr;
   }
+  if (bytes <= kInlineBytes) return out_.ctl->info[sendTail_ % p_.slots].inlineData;
   return out_.data + (sendTail_ % p_.slots) * p_.slotBytes;
 }
 
 void FifoConnection::post(uint32_t bytes, uint32_t tag) { publish(bytes, tag, 0); }
 
 void FifoConnection::publish(uint32_t bytes, uint32_t tag, uint64_t remote) {
-  out_.ctl->info[sendTail_ % p_.slots] = SlotInfo{bytes, tag, remote};
+  SlotInfo& info = out_.ctl->info[sendTail_ % p_.slots];
+  info.bytes = bytes;
+  info.tag = tag;
+  info.remote = remote;
   ++sendTail_;
-  out_.ctl->tail.store(sendTail_, std::memory_order_release);
+  info.seq.store(sendTail_, std::memory_order_release);  // last: publishes the whole line
   if (p_.peerBell) p_.peerBell->ring();
 }
 

@@ -1,6 +1,7 @@
 // The slot FIFO shared by the memory-based transports (local, shm): one direction is a control
-// block (head/tail counters on their own cache lines plus per-slot size/tag) and `slots` data
-// slots. The sender owns `tail`, the receiver owns `head`; a slot is full while head <= i < tail.
+// block and `slots` data slots. Each message has a one-cache-line descriptor whose `seq` is
+// stored last: the receiver polls that one line, and messages of up to kInlineBytes travel
+// inside it (data and flag in one line, like NCCL's LL protocol). The receiver owns `head`.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -15,16 +16,20 @@ namespace weft::transport {
 
 inline constexpr uint32_t kMaxSlots = 64;
 
-struct SlotInfo {
+inline constexpr uint32_t kInlineBytes = 40;
+
+struct alignas(64) SlotInfo {
+  std::atomic<uint64_t> seq;  // message index + 1 once published
   uint32_t bytes;
   uint32_t tag;
-  uint64_t remote;  // 0: data is in the slot; else its address in the sender's address space
+  uint64_t remote;  // 0: data is in the slot (or inline); else its address in the sender
+  unsigned char inlineData[kInlineBytes];
 };
+static_assert(sizeof(SlotInfo) == 64, "one cache line per message descriptor");
 
 inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
 struct FifoControl {
-  alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint32_t> poisoned;  // set by either side after a fatal error
   std::atomic<uint32_t> readerCanRead;         // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
@@ -65,7 +70,8 @@ class FifoConnection : public Connection {
   explicit FifoConnection(Params p);
 
   size_t slotBytes() const override { return p_.slotBytes; }
-  void* sendSlot() override;
+  void* sendSlot() override { return sendSlotFor(p_.slotBytes); }
+  void* sendSlotFor(size_t bytes) override;
   void post(uint32_t bytes, uint32_t tag) override;
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override;
   void release() override;
