@@ -218,6 +218,15 @@ exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {
     w.buffers.push_back(c.isSend ? const_cast<char*>(static_cast<const char*>(c.send))
                                  : static_cast<char*>(c.recv));
   }
+  // Any send buffer overlapping any receive buffer rules out sending by reference (see Work).
+  for (const Call& a : calls)
+    for (const Call& b : calls) {
+      if (!a.isSend || b.isSend) continue;
+      const char* s0 = static_cast<const char*>(a.send);
+      const char* r0 = static_cast<const char*>(b.recv);
+      if (s0 < r0 + b.count * dataTypeSize(b.type) && r0 < s0 + a.count * dataTypeSize(a.type))
+        w.byReference = false;
+    }
   auto owned = std::make_shared<plan::Plan>();
   owned->algorithm = "p2p";
   owned->spec.coll = plan::Collective::kSendRecv;

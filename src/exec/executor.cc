@@ -176,7 +176,7 @@ class WorkRunner {
         in = target;
       }
     }
-    const bool byRef = ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
+    const bool byRef = w_.byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
                        s.op != Op::kRecvReduceSend && ls.send->peerCanReadMe() &&
                        !(s.op == Op::kSend && scaleFor(s.src));
     const uint32_t tag = w_.laneTags[lane];

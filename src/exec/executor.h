@@ -38,6 +38,10 @@ struct Work {
   const std::atomic<bool>* abort = nullptr;
   std::function<void()> finish;            // runs on completion (e.g. integer Avg division)
   std::shared_ptr<void> keep;              // scratch memory and other per-run state
+  // Send large slices by reference. Off when a buffer this Work sends from overlaps one it
+  // receives into outside the plan's own ordering (e.g. an in-place ncclSend/ncclRecv pair): a
+  // receive there would wait for the peer to read, while the peer waits the same way.
+  bool byReference = true;
 };
 
 // A sequence of Works of one rank, run in order.
