@@ -48,14 +48,22 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
 
   std::vector<InitInfo> infos(nranks);
   infos[rank].peer = transport::localPeerInfo(rank);
+  // Transports that listen for peers (tcp) publish their address before the allgather.
+  ctx_.commHash = commHash_;
+  ctx_.rank = rank;
+  ctx_.nranks = nranks;
+  ctx_.selfBell = bell_->bell();
+  transport::publishEndpoints(&ctx_, &infos[rank].peer);
   infos[rank].slotBytes = static_cast<uint64_t>(env::getInt("WEFT_SLOT_BYTES"));
   infos[rank].slots = static_cast<uint32_t>(env::getInt("WEFT_SLOTS"));
   boot_->allgather(infos.data(), sizeof(InitInfo));
   for (const auto& i : infos) peers_.push_back(i.peer);
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
+  // Only ranks on this host have a doorbell this rank can map (tcp rings the local one).
   for (int r = 0; r < nranks; ++r)
-    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
+    if (r != rank && peers_[r].hostHash == peers_[rank].hostHash)
+      peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
   boot_->barrier();
   bell_->unlink();
 

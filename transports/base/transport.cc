@@ -7,6 +7,7 @@
 #include <sstream>
 #include <functional>
 
+#include "src/common/env.h"
 #include "src/common/log.h"
 #include "transports/base/shm_segment.h"
 
@@ -15,18 +16,31 @@ namespace weft::transport {
 // Defined by each transport's folder; listed here in priority order.
 Transport* localTransport();
 Transport* shmTransport();
+Transport* tcpTransport();
 
 const std::vector<Transport*>& transports() {
-  static const std::vector<Transport*> kAll = {localTransport(), shmTransport()};
+  static const std::vector<Transport*> kAll = {localTransport(), shmTransport(), tcpTransport()};
   return kAll;
+}
+
+// NCCL_P2P_DISABLE turns off direct access to a peer's memory: in host mode that is the
+// in-process transport (ranks then fall back to shm, like NCCL's P2P -> SHM fallback).
+static bool disabledByP2p(const Transport* t) {
+  return std::string(t->name()) == "local" && env::getInt("NCCL_P2P_DISABLE") != 0;
 }
 
 Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer) {
   for (Transport* t : transports())
-    if (t->enabled() && t->canConnect(self, peer)) return *t;
+    if (t->enabled() && !disabledByP2p(t) && t->canConnect(self, peer)) return *t;
   fail(Status::kSystemError, "no transport can connect rank " + std::to_string(self.rank) +
                                  " to rank " + std::to_string(peer.rank) +
-                                 " (different hosts need the tcp transport; is shm disabled?)");
+                                 " (different hosts need the tcp transport: check NCCL_NET; "
+                                 "is shm disabled?)");
+}
+
+void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
+  for (Transport* t : transports())
+    if (t->enabled()) t->publish(ctx, self);
 }
 
 static uint64_t fnv1a(const std::string& s) {
@@ -36,16 +50,19 @@ static uint64_t fnv1a(const std::string& s) {
 }
 
 static uint64_t hostHash() {
-  static const uint64_t h = [] {
+  static const std::string base = [] {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     std::string id = host;
     std::ifstream boot("/proc/sys/kernel/random/boot_id");
     std::string bootId;
     if (boot >> bootId) id += bootId;
-    return fnv1a(id);
+    return id;
   }();
-  return h;
+  // Network-namespace "hosts" share hostname and boot id; WEFT_HOST_ID tells them apart. Read per
+  // call: a forked test process may set it after its parent computed the base.
+  std::string override = env::get("WEFT_HOST_ID");
+  return fnv1a(override.empty() ? base : base + "/" + override);
 }
 
 PeerInfo localPeerInfo(int rank) {

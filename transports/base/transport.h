@@ -18,6 +18,13 @@ struct PeerInfo {
   int32_t pid = 0;
   uint64_t hostHash = 0;     // hostname + boot id
   uint64_t processHash = 0;  // hostHash + pid + process start time: equal iff same process
+  // Where the network transport (tcp) listens for this rank: a sockaddr_in or sockaddr_in6
+  // (netAddrLen 0 when it does not listen), how many sockets it opens per connection, and the
+  // token a connecting peer must present (random per rank and communicator).
+  uint8_t netAddr[28] = {};
+  uint32_t netAddrLen = 0;
+  uint32_t netSockets = 0;
+  uint8_t netToken[16] = {};
 };
 
 // Everything a transport needs to connect this rank to a peer.
@@ -30,6 +37,11 @@ struct ConnectContext {
   uint32_t slots = 4;
   size_t slotBytes = 0;
   std::chrono::milliseconds timeout{0};
+  // This rank's own doorbell: transports whose progress runs on a thread of their own (tcp) ring
+  // it when data arrives or a send slot frees, since a remote peer cannot ring it.
+  Doorbell* selfBell = nullptr;
+  // Per-communicator state of transports that listen for peers (kept alive with the context).
+  std::vector<std::shared_ptr<void>> endpoints;
 };
 
 class Transport {
@@ -40,6 +52,9 @@ class Transport {
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Both ranks call connect() for the pair (in any order); it returns once this side is usable.
   virtual std::unique_ptr<Connection> connect(const ConnectContext& ctx, int peer, int channel) = 0;
+  // Before the init allgather: fills what peers need to reach this rank into `self` and keeps
+  // any listening state in ctx->endpoints. Most transports need nothing.
+  virtual void publish(ConnectContext* ctx, PeerInfo* self) {}
 };
 
 // Transports by priority (local, shm, ...).
@@ -49,6 +64,9 @@ Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer);
 
 // This process's identity.
 PeerInfo localPeerInfo(int rank);
+
+// Runs publish() of every enabled transport (ctx needs commHash, rank and nranks).
+void publishEndpoints(ConnectContext* ctx, PeerInfo* self);
 
 // Each rank's doorbell lives in shared memory so peers of any transport can ring it.
 class RankBell {

@@ -1,0 +1,180 @@
+// Ranks as real processes talking tcp: the core correctness grid over tcp alone (shm and the
+// in-process transport disabled), over "hosts" simulated on this machine with WEFT_HOST_ID (shm
+// inside a host, tcp between hosts, hierarchical algorithms), IPv6, a 1 GiB message, and a peer
+// that dies.
+#include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/tcp/grid.h"
+
+using namespace weft::test;
+
+namespace {
+
+void tcpOnly() {
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("WEFT_LOCAL_DISABLE", "1", 1);
+}
+
+class TcpProcesses : public ::testing::TestWithParam<std::tuple<int, int, const char*>> {};
+
+TEST_P(TcpProcesses, Grid) {
+  auto [procs, perProc, algo] = GetParam();
+  auto codes = forkRanks(procs, perProc, [](auto& comms, auto& ranks, int n) {
+    return correctnessGrid(comms, ranks, n, "tcp ");
+  }, [algo = algo](int) {
+    tcpOnly();
+    setenv("NCCL_ALGO", algo, 1);
+  });
+  for (int p = 0; p < procs; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TcpOnly, TcpProcesses,
+    ::testing::Values(std::make_tuple(2, 1, "ring"), std::make_tuple(2, 1, "tree"),
+                      std::make_tuple(3, 1, "ring"), std::make_tuple(3, 1, "rhd"),
+                      std::make_tuple(4, 1, "ring"), std::make_tuple(4, 1, "tree"),
+                      std::make_tuple(4, 1, "rhd"), std::make_tuple(5, 1, "ring"),
+                      std::make_tuple(8, 1, "ring"), std::make_tuple(2, 2, "ring"),
+                      std::make_tuple(3, 2, "tree")),
+    [](const auto& info) {
+      return "p" + std::to_string(std::get<0>(info.param)) + "x" +
+             std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
+    });
+
+// Hosts simulated on this machine: process p is on host p / procsPerHost.
+struct HostLayout {
+  int hosts, procsPerHost, perProc;
+  const char* algo;  // nullptr: the selector chooses
+};
+
+class SimulatedHosts : public ::testing::TestWithParam<HostLayout> {};
+
+TEST_P(SimulatedHosts, Grid) {
+  HostLayout l = GetParam();
+  auto codes = forkRanks(l.hosts * l.procsPerHost, l.perProc, [](auto& comms, auto& ranks, int n) {
+    return correctnessGrid(comms, ranks, n, "hosts ");
+  }, [l](int p) {
+    setenv("WEFT_HOST_ID", ("host" + std::to_string(p / l.procsPerHost)).c_str(), 1);
+    if (l.algo) setenv("NCCL_ALGO", l.algo, 1);
+  });
+  for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, SimulatedHosts,
+    ::testing::Values(HostLayout{2, 1, 1, nullptr}, HostLayout{2, 2, 1, nullptr},
+                      HostLayout{2, 2, 1, "ring"}, HostLayout{3, 1, 2, nullptr},
+                      HostLayout{2, 3, 1, nullptr}, HostLayout{4, 1, 1, nullptr}),
+    [](const auto& info) {
+      const HostLayout& l = info.param;
+      return "h" + std::to_string(l.hosts) + "p" + std::to_string(l.procsPerHost) + "x" +
+             std::to_string(l.perProc) + "_" + (l.algo ? l.algo : "auto");
+    });
+
+bool haveIpv6Loopback() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i; i = i->ifa_next)
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
+        IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+      found = true;
+  freeifaddrs(list);
+  return found;
+}
+
+TEST(TcpTransport, Ipv6Loopback) {
+  if (!haveIpv6Loopback()) GTEST_SKIP() << "no ::1 on this machine";
+  auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int n) {
+    for (size_t count : {size_t(1), size_t(100003)}) {
+      std::vector<float> a(count, float(ranks[0] + 1)), b(count);
+      if (ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comms[0], nullptr) !=
+          ncclSuccess)
+        return 1;
+      for (float x : b)
+        if (x != float(n * (n + 1) / 2)) return 2;
+    }
+    return 0;
+  }, [](int) {
+    tcpOnly();
+    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+    setenv("NCCL_SOCKET_FAMILY", "AF_INET6", 1);
+  });
+  for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+TEST(TcpTransport, OneGiBSendRecv) {
+  const size_t bytes = size_t(1) << 30;
+  auto codes = forkRanks(2, 1, [bytes](auto& comms, auto& ranks, int) {
+    std::vector<uint64_t> buf(bytes / 8);
+    if (ranks[0] == 0) {
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
+      return ncclSend(buf.data(), bytes, ncclUint8, 1, comms[0], nullptr) == ncclSuccess ? 0 : 1;
+    }
+    if (ncclRecv(buf.data(), bytes, ncclUint8, 0, comms[0], nullptr) != ncclSuccess) return 1;
+    for (size_t i = 0; i < buf.size(); ++i)
+      if (buf[i] != i * 0x9e3779b97f4a7c15ull) return 3;
+    return 0;
+  }, [](int) { tcpOnly(); }, 300);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+}
+
+TEST(TcpTransport, DeadPeerIsAnErrorNotAHang) {
+  auto start = std::chrono::steady_clock::now();
+  auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int) -> int {
+    if (ranks[0] == 2) _exit(0);  // leaves without a word
+    std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
+    ncclResult_t r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+    if (r != ncclRemoteError) {
+      fprintf(stderr, "rank %d got %s instead of a remote error\n", ranks[0], ncclGetErrorString(r));
+      return 1;
+    }
+    ncclResult_t async;
+    ncclCommGetAsyncError(comms[0], &async);
+    return async == ncclRemoteError ? 0 : 2;
+  }, [](int) {
+    tcpOnly();
+    setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
+  }, 60);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(TcpTransport, DeathInTheMiddleOfAStream) {
+  // Rank 1 is killed while a large allreduce is in flight; rank 0 must fail, not hang.
+  auto start = std::chrono::steady_clock::now();
+  auto codes = forkRanks(2, 1, [](auto& comms, auto& ranks, int) -> int {
+    std::vector<float> a(64 << 20, 1.0f), b(64 << 20);
+    if (ranks[0] == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        _exit(0);
+      }).detach();
+    }
+    for (int i = 0; i < 100; ++i) {
+      ncclResult_t r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+      if (r == ncclRemoteError) return 0;
+      if (r != ncclSuccess) return 3;
+    }
+    return ranks[0] == 0 ? 1 : 0;
+  }, [](int) {
+    tcpOnly();
+    setenv("WEFT_TIMEOUT_MS", "120000", 1);
+  }, 90);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+}  // namespace

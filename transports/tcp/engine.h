@@ -1,0 +1,139 @@
+// The tcp progress engine of one process: worker threads, each with an epoll set, that move
+// bytes between sockets and connection slots; one listening socket that every communicator of
+// the process shares; and the table of endpoints (one per communicator rank) that accepted
+// sockets are handed to once their hello checks out. Created on first use, re-created in a
+// forked child (which inherits the memory but not the threads), never destroyed.
+#pragma once
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "transports/tcp/wire.h"
+
+namespace weft::tcp {
+
+class Link;
+
+// Something a worker drives: called on the worker's thread only.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  virtual void onEvent(uint32_t events) = 0;  // epoll events of its descriptor
+  virtual void onKick() {}                    // Worker::kick() asked for a turn
+  virtual void onTick(uint64_t nowNs) {}      // about every 100 ms, if registered with ticks
+};
+
+class Worker {
+ public:
+  explicit Worker(int index);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Watches `fd` (edge-triggered in, out, hang-up) for `h`; returns the handler's id.
+  uint64_t add(int fd, std::shared_ptr<Handler> h, bool ticks = false);
+  // Stops watching; events already collected for the id are dropped. The descriptor stays open.
+  void remove(uint64_t id, int fd);
+  // Gives handler `id` a turn on the worker thread soon (from any thread).
+  void kick(uint64_t id);
+
+  int index() const { return index_; }
+  // After fork: closes this copy's descriptors without touching locks or threads.
+  void abandon();
+
+ private:
+  void loop();
+
+  int index_;
+  int epoll_ = -1;
+  int wake_ = -1;  // eventfd
+  std::mutex mu_;
+  uint64_t nextId_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<Handler>> handlers_;
+  std::vector<uint64_t> ticking_;
+  std::vector<uint64_t> kicks_;
+  std::atomic<bool> wakePending_{false};
+  std::thread thread_;
+};
+
+// One rank of one communicator, as seen by peers that connect to it.
+class Endpoint {
+ public:
+  Endpoint(uint64_t commHash, int rank);
+  ~Endpoint();
+  uint64_t commHash() const { return commHash_; }
+  int rank() const { return rank_; }
+  const uint8_t* token() const { return token_; }
+
+  // A socket whose hello named this endpoint and carried its token. Attaches it to the link of
+  // (srcRank, channel) if this side already connected, else keeps it for claim().
+  void offer(const Hello& hello, int fd);
+  // This side's connect() of (peer, channel): takes the sockets that arrived first.
+  void claim(int peer, int channel, const std::shared_ptr<Link>& link);
+
+ private:
+  uint64_t commHash_;
+  int rank_;
+  uint8_t token_[kTokenBytes];
+  std::mutex mu_;
+  std::map<std::pair<int, int>, std::weak_ptr<Link>> links_;
+  struct Parked {
+    Hello hello;
+    int fd;
+  };
+  std::map<std::pair<int, int>, std::vector<Parked>> parked_;
+  size_t parkedCount_ = 0;
+};
+
+class Engine {
+ public:
+  // The engine of this process (a new one in a forked child).
+  static Engine& get();
+
+  size_t workerCount() const { return workers_.size(); }
+  Worker& worker(size_t i) { return *workers_[i % workers_.size()]; }
+
+  // The address every communicator of this process publishes; the listener starts on first call
+  // (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY). Throws Error on failure.
+  bootstrap::SocketAddress listenAddress();
+
+  std::shared_ptr<Endpoint> openEndpoint(uint64_t commHash, int rank);
+  std::shared_ptr<Endpoint> findEndpoint(uint64_t commHash, int rank);
+  void closeEndpoint(const Endpoint* e);
+
+  // A hello arrived on an accepted socket: hands `fd` to its endpoint or closes it.
+  void offer(const Hello& hello, int fd);
+
+  // Descriptors this process opened for tcp (closed in a forked child).
+  void track(int fd);
+  void untrack(int fd);
+
+  // A serial number for spreading links over workers.
+  uint64_t nextLinkSerial() { return linkSerial_.fetch_add(1); }
+
+ private:
+  Engine();
+  void abandon();
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::mutex mu_;
+  int listenFd_ = -1;
+  bootstrap::SocketAddress listenAddress_;
+  std::map<std::pair<uint64_t, int>, std::weak_ptr<Endpoint>> endpoints_;
+  std::mutex fdMu_;
+  std::vector<int> fds_;
+  std::atomic<uint64_t> linkSerial_{0};
+};
+
+// Sets TCP_NODELAY, non-blocking and close-on-exec, and WEFT_TCP_SOCKBUF if set.
+void tuneSocket(int fd);
+
+}  // namespace weft::tcp

@@ -1,0 +1,526 @@
+#include "transports/tcp/link.h"
+
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "src/common/clock.h"
+#include "src/common/log.h"
+
+namespace weft::tcp {
+namespace {
+
+constexpr uint32_t kKick = 0;  // service() events for a turn that no epoll event asked for
+constexpr int kMaxIov = 64;
+
+// A link socket as the worker sees it.
+class SocketHandler : public Handler {
+ public:
+  SocketHandler(std::shared_ptr<Link> link, int index) : link_(std::move(link)), index_(index) {}
+  void onEvent(uint32_t events) override { link_->service(index_, events); }
+  void onKick() override { link_->service(index_, kKick); }
+
+ private:
+  std::shared_ptr<Link> link_;
+  int index_;
+};
+
+bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
+
+}  // namespace
+
+Link::Link(const LinkParams& p) : p_(p) {
+  p_.sockets = std::clamp<uint32_t>(p_.sockets, 1, kMaxSockets);
+  sendBuf_.resize(p_.slots * p_.slotBytes);
+  recvBuf_.resize(p_.slots * p_.slotBytes);
+  partsLeft_ = std::make_unique<std::atomic<uint32_t>[]>(p_.slots);
+  for (uint32_t i = 0; i < p_.slots; ++i) partsLeft_[i].store(0);
+  meta_.resize(p_.slots);
+  Engine& e = Engine::get();
+  serial_ = e.nextLinkSerial();
+  for (uint32_t i = 0; i < p_.sockets; ++i) {
+    socks_.push_back(std::make_unique<Sock>());
+    socks_.back()->worker = &e.worker(serial_ + i);
+  }
+}
+
+Link::~Link() {
+  for (auto& s : socks_)
+    if (s->fd >= 0) {
+      Engine::get().untrack(s->fd);
+      ::close(s->fd);
+    }
+}
+
+std::string Link::peerName() const {
+  std::string name = "rank " + std::to_string(p_.peer);
+  if (p_.active) name += " (" + p_.peerAddress.toString() + ")";
+  return name + " channel " + std::to_string(p_.channel);
+}
+
+std::string Link::describe() {
+  std::string out = peerName() + ": send tail " + std::to_string(sendTail_) + " done " +
+                    std::to_string(sendDone_.load()) + ", recv head " +
+                    std::to_string(recvHead_.load()) + " ready " +
+                    std::to_string(recvReady_.load()) + " parked " +
+                    std::to_string(parkedCount_.load());
+  for (size_t i = 0; i < socks_.size(); ++i) {
+    Sock& s = *socks_[i];
+    size_t queued;
+    {
+      std::lock_guard<std::mutex> lock(s.sendMu);
+      queued = s.queue.size();
+    }
+    out += "; sock " + std::to_string(i) + " fd " + std::to_string(s.fd) + " state " +
+           std::to_string(s.state.load()) + " queued " + std::to_string(queued) + " hdr " +
+           std::to_string(s.headerGot) + (s.inPayload ? " payload " : " idle ") +
+           std::to_string(s.payloadGot) + "/" + std::to_string(s.frame.length) + " seq " +
+           std::to_string(s.frame.seq) + (s.parked.load() ? " parked" : "");
+  }
+  return out;
+}
+
+void Link::start() {
+  Hello h;
+  h.commHash = p_.commHash;
+  h.srcRank = p_.rank;
+  h.dstRank = p_.peer;
+  h.channel = static_cast<uint32_t>(p_.channel);
+  h.sockets = p_.sockets;
+  h.slots = p_.slots;
+  h.slotBytes = p_.slotBytes;
+  std::memcpy(h.token, p_.peerToken, kTokenBytes);
+  for (uint32_t i = 0; i < p_.sockets; ++i) {
+    Sock& s = *socks_[i];
+    int fd = ::socket(p_.peerAddress.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      fail(sysError("tcp: socket for " + peerName(), errno));
+      return;
+    }
+    Engine::get().track(fd);
+    tuneSocket(fd);
+    h.socketIndex = i;
+    {
+      std::lock_guard<std::mutex> lock(s.sendMu);
+      s.fd = fd;
+      encodeHello(h, s.hello);
+      s.helloLeft = kHelloBytes;
+    }
+    int r = ::connect(fd, p_.peerAddress.get(), p_.peerAddress.length());
+    if (r != 0 && errno != EINPROGRESS && errno != EINTR) {
+      fail(sysError("tcp: connect to " + peerName(), errno));
+      return;
+    }
+    s.state.store(static_cast<int>(SockState::kConnecting));
+    registerSocket(static_cast<int>(i));
+  }
+}
+
+void Link::attach(const Hello& hello, int fd) {
+  std::string bad;
+  if (hello.sockets != p_.sockets)
+    bad = "expects " + std::to_string(hello.sockets) + " sockets per connection, this side " +
+          std::to_string(p_.sockets);
+  else if (hello.slots != p_.slots || hello.slotBytes != p_.slotBytes)
+    bad = "uses a FIFO of " + std::to_string(hello.slots) + " x " +
+          std::to_string(hello.slotBytes) + " B, this side " + std::to_string(p_.slots) + " x " +
+          std::to_string(p_.slotBytes) + " B";
+  Sock* s = hello.socketIndex < socks_.size() ? socks_[hello.socketIndex].get() : nullptr;
+  if (bad.empty() && (!s || s->fd >= 0)) bad = "opened socket " + std::to_string(hello.socketIndex) + " twice";
+  if (!bad.empty()) {
+    Engine::get().untrack(fd);
+    ::close(fd);
+    fail("tcp: " + peerName() + " " + bad);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->sendMu);
+    s->fd = fd;
+    s->state.store(static_cast<int>(SockState::kReady));
+  }
+  registerSocket(static_cast<int>(hello.socketIndex));
+  if (poisoned_.load()) ::shutdown(fd, SHUT_RDWR);
+  s->worker->kick(s->id);  // frames may have arrived before the socket was watched
+}
+
+void Link::registerSocket(int index) {
+  Sock& s = *socks_[index];
+  try {
+    s.id = s.worker->add(s.fd, std::make_shared<SocketHandler>(shared_from_this(), index));
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
+// ---- executor side ----
+
+void* Link::sendSlot() {
+  if (sendTail_ - sendDone_.load(std::memory_order_acquire) >= p_.slots) return nullptr;
+  return sendBuf_.data() + (sendTail_ % p_.slots) * p_.slotBytes;
+}
+
+void Link::post(uint32_t bytes, uint32_t tag) {
+  const uint64_t seq = sendTail_;
+  const uint32_t idx = static_cast<uint32_t>(seq % p_.slots);
+  const char* data = sendBuf_.data() + idx * p_.slotBytes;
+  const uint32_t parts = partCount(bytes, p_.sockets, p_.minPart);
+  partsLeft_[idx].store(parts, std::memory_order_relaxed);
+  ++sendTail_;
+  sendPosted_.store(sendTail_, std::memory_order_release);
+  for (uint32_t i = 0; i < parts; ++i) {
+    FrameHeader f;
+    f.part = static_cast<uint8_t>(i);
+    f.parts = static_cast<uint8_t>(parts);
+    f.tag = tag;
+    f.total = bytes;
+    f.offset = static_cast<uint32_t>(partOffset(bytes, parts, i));
+    f.length = static_cast<uint32_t>(partOffset(bytes, parts, i + 1)) - f.offset;
+    f.seq = seq;
+    Sock& s = *socks_[(seq + i) % p_.sockets];
+    std::lock_guard<std::mutex> lock(s.sendMu);
+    bool idle = s.queue.empty();
+    s.queue.emplace_back();
+    OutPart& op = s.queue.back();
+    encodeFrame(f, op.header);
+    op.data = data + f.offset;
+    op.length = f.length;
+    op.seq = seq;
+    // Write inline when nothing is queued ahead: the worker is not needed for a message that
+    // fits the socket buffer. Otherwise the worker drains the queue when the socket has room.
+    if (idle) writeSome(s);
+  }
+}
+
+const void* Link::recvSlot(uint32_t* bytes, uint32_t* tag) {
+  const uint64_t h = recvHead_.load(std::memory_order_relaxed);
+  if (h >= recvReady_.load(std::memory_order_acquire)) return nullptr;
+  const RecvMeta& m = meta_[h % p_.slots];
+  *bytes = m.total;
+  *tag = m.tag;
+  return recvBuf_.data() + (h % p_.slots) * p_.slotBytes;
+}
+
+void Link::release() {
+  recvHead_.store(recvHead_.load(std::memory_order_relaxed) + 1, std::memory_order_seq_cst);
+  // Pairs with the worker's park-then-recheck: one of the two sees the other.
+  if (parkedCount_.load(std::memory_order_seq_cst) > 0) kickParked();
+}
+
+void Link::kickParked() {
+  for (auto& s : socks_)
+    if (s->parked.load() && s->id) s->worker->kick(s->id);
+}
+
+Status Link::health(std::string* why) {
+  if (failed_.load()) {
+    std::lock_guard<std::mutex> lock(whyMu_);
+    *why = why_;
+    return Status::kRemoteError;
+  }
+  if (peerClosed_.load()) {
+    *why = "tcp: " + peerName() + " closed the connection (the peer exited or gave up)";
+    return Status::kRemoteError;
+  }
+  return Status::kSuccess;
+}
+
+void Link::poison() {
+  poisoned_.store(true);
+  for (auto& s : socks_) {
+    std::lock_guard<std::mutex> lock(s->sendMu);
+    if (s->fd >= 0) ::shutdown(s->fd, SHUT_RDWR);  // the peer reads EOF and gives up
+  }
+  ring();
+}
+
+bool Link::poisoned() const {
+  return poisoned_.load() || failed_.load() || peerClosed_.load();
+}
+
+void Link::close(std::chrono::milliseconds timeout) {
+  closing_.store(true);
+  // Let what the executor posted reach the kernel: the peer may still be reading it.
+  const uint64_t end = nowNs() + static_cast<uint64_t>(timeout.count()) * 1000000ull;
+  uint64_t napNs = 20000;
+  while (sendDone_.load() < sendPosted_.load() && !failed_.load() && !poisoned_.load() &&
+         !peerClosed_.load() && nowNs() < end) {
+    timespec ts{0, static_cast<long>(napNs)};
+    nanosleep(&ts, nullptr);
+    napNs = std::min<uint64_t>(napNs * 2, 1000000);
+  }
+  for (auto& s : socks_)
+    if (s->id) s->worker->remove(s->id, s->fd);
+}
+
+// ---- worker side ----
+
+void Link::service(int index, uint32_t events) {
+  Sock& s = *socks_[index];
+  if (s.state.load() == static_cast<int>(SockState::kConnecting)) {
+    if (events == kKick || !(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    finishConnect(s);
+  }
+  if (s.state.load() != static_cast<int>(SockState::kReady)) return;
+  {
+    std::lock_guard<std::mutex> lock(s.sendMu);
+    if (!writeSome(s)) return;
+  }
+  readSome(index);
+}
+
+void Link::finishConnect(Sock& s) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    s.state.store(static_cast<int>(SockState::kDead));
+    fail(sysError("tcp: connect to " + peerName(), err));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s.sendMu);
+  s.state.store(static_cast<int>(SockState::kReady));
+  WEFT_TRACE(NET, "tcp: rank %d connected to %s", p_.rank, peerName().c_str());
+}
+
+bool Link::writeSome(Sock& s) {
+  if (s.state.load(std::memory_order_relaxed) != static_cast<int>(SockState::kReady) ||
+      failed_.load(std::memory_order_relaxed))
+    return !failed_.load(std::memory_order_relaxed);
+  while (s.helloLeft > 0) {
+    ssize_t n = ::send(s.fd, s.hello + (kHelloBytes - s.helloLeft), s.helloLeft, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (wouldBlock(errno)) return true;
+      fail(sysError("tcp: send to " + peerName(), errno));
+      return false;
+    }
+    s.helloLeft -= static_cast<size_t>(n);
+  }
+  while (!s.queue.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = s.queue.begin(); it != s.queue.end() && n + 2 <= kMaxIov; ++it) {
+      if (it->sent < kFrameHeaderBytes) {
+        iov[n++] = {it->header + it->sent, kFrameHeaderBytes - it->sent};
+        if (it->length) iov[n++] = {const_cast<char*>(it->data), it->length};
+      } else {
+        size_t done = it->sent - kFrameHeaderBytes;
+        iov[n++] = {const_cast<char*>(it->data) + done, it->length - done};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t w = ::sendmsg(s.fd, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (wouldBlock(errno)) return true;
+      fail(sysError("tcp: send to " + peerName(), errno));
+      return false;
+    }
+    size_t left = static_cast<size_t>(w);
+    while (left > 0 || (!s.queue.empty() && s.queue.front().sent ==
+                                                kFrameHeaderBytes + s.queue.front().length)) {
+      OutPart& op = s.queue.front();
+      size_t need = kFrameHeaderBytes + op.length - op.sent;
+      size_t take = std::min(need, left);
+      op.sent += take;
+      left -= take;
+      if (op.sent < kFrameHeaderBytes + op.length) break;
+      uint64_t seq = op.seq;
+      s.queue.pop_front();
+      partSent(seq);
+      if (s.queue.empty()) break;
+    }
+  }
+  return true;
+}
+
+void Link::partSent(uint64_t seq) {
+  if (partsLeft_[seq % p_.slots].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  bool advanced = false;
+  {
+    std::lock_guard<std::mutex> lock(doneMu_);
+    uint64_t d = sendDone_.load(std::memory_order_relaxed);
+    const uint64_t posted = sendPosted_.load(std::memory_order_acquire);
+    while (d < posted && partsLeft_[d % p_.slots].load(std::memory_order_acquire) == 0) ++d;
+    if (d != sendDone_.load(std::memory_order_relaxed)) {
+      sendDone_.store(d, std::memory_order_release);
+      advanced = true;
+    }
+  }
+  if (advanced) ring();
+}
+
+void Link::readSome(int index) {
+  Sock& s = *socks_[index];
+  while (!failed_.load(std::memory_order_relaxed) && !s.eof) {
+    if (s.parked.load(std::memory_order_relaxed)) {
+      if (s.frame.seq >= recvHead_.load(std::memory_order_seq_cst) + p_.slots) return;
+      s.parked.store(false);
+      parkedCount_.fetch_sub(1);
+      std::string why;
+      if (!acceptFrame(s, &why)) {
+        fail("tcp: " + why + " from " + peerName());
+        return;
+      }
+      continue;
+    }
+    char* dst;
+    size_t want;
+    if (!s.inPayload) {
+      dst = reinterpret_cast<char*>(s.header) + s.headerGot;
+      want = kFrameHeaderBytes - s.headerGot;
+    } else {
+      dst = recvBuf_.data() + (s.frame.seq % p_.slots) * p_.slotBytes + s.frame.offset +
+            s.payloadGot;
+      want = s.frame.length - s.payloadGot;
+    }
+    ssize_t n = ::recv(s.fd, dst, want, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (wouldBlock(errno)) return;
+      fail(sysError("tcp: receive from " + peerName(), errno));
+      return;
+    }
+    if (n == 0) {
+      if (s.inPayload || s.headerGot > 0) {
+        fail("tcp: " + peerName() + " closed the connection in the middle of a message");
+        return;
+      }
+      // At a frame boundary this is how a peer that destroyed its communicator says goodbye.
+      // Other sockets may still hold frames for us, so this is an error only once every socket
+      // has ended and the executor still waits (poisoned() then says so).
+      s.eof = true;
+      if (eofCount_.fetch_add(1) + 1 == p_.sockets) {
+        WEFT_INFO(NET, "rank %d: tcp: %s closed the connection", p_.rank, peerName().c_str());
+        peerClosed_.store(true);
+        ring();
+      }
+      return;
+    }
+    if (s.inPayload) {
+      s.payloadGot += static_cast<size_t>(n);
+      if (s.payloadGot == s.frame.length) partReceived(s);
+      continue;
+    }
+    s.headerGot += static_cast<size_t>(n);
+    if (s.headerGot < kFrameHeaderBytes) continue;
+    s.headerGot = 0;
+    std::string why;
+    if (!decodeFrame(s.header, p_.slotBytes, &s.frame, &why)) {
+      fail("tcp: " + why + " from " + peerName());
+      return;
+    }
+    const uint64_t head = recvHead_.load(std::memory_order_seq_cst);
+    if (s.frame.seq < s.lastSeq || s.frame.seq < head || s.frame.seq - head > (1ull << 32)) {
+      fail("tcp: frame with sequence " + std::to_string(s.frame.seq) + " out of order from " +
+           peerName());
+      return;
+    }
+    s.lastSeq = s.frame.seq;
+    if (s.frame.seq >= head + p_.slots) {
+      // Its slot is still in use: stop reading this socket until the executor releases one.
+      s.parked.store(true, std::memory_order_seq_cst);
+      parkedCount_.fetch_add(1, std::memory_order_seq_cst);
+      if (s.frame.seq >= recvHead_.load(std::memory_order_seq_cst) + p_.slots) return;
+      s.parked.store(false);
+      parkedCount_.fetch_sub(1);
+    }
+    if (!acceptFrame(s, &why)) {
+      fail("tcp: " + why + " from " + peerName());
+      return;
+    }
+  }
+}
+
+bool Link::acceptFrame(Sock& s, std::string* why) {
+  const FrameHeader& f = s.frame;
+  {
+    std::lock_guard<std::mutex> lock(metaMu_);
+    RecvMeta& m = meta_[f.seq % p_.slots];
+    if (m.seq != f.seq) {
+      m = RecvMeta{};
+      m.seq = f.seq;
+      m.total = f.total;
+      m.tag = f.tag;
+      m.parts = f.parts;
+    } else if (m.total != f.total || m.tag != f.tag || m.parts != f.parts) {
+      *why = "stripes of one message disagree";
+      return false;
+    }
+    if (m.mask & (1ull << f.part)) {
+      *why = "duplicate stripe";
+      return false;
+    }
+  }
+  s.payloadGot = 0;
+  s.inPayload = true;
+  if (f.length == 0) partReceived(s);
+  return true;
+}
+
+void Link::partReceived(Sock& s) {
+  s.inPayload = false;
+  const FrameHeader& f = s.frame;
+  bool advanced = false, duplicate = false;
+  {
+    std::lock_guard<std::mutex> lock(metaMu_);
+    RecvMeta& m = meta_[f.seq % p_.slots];
+    // Checked again here: two sockets carrying the same stripe may have raced past acceptFrame.
+    duplicate = m.seq != f.seq || (m.mask & (1ull << f.part));
+  }
+  if (duplicate) {
+    fail("tcp: duplicate stripe from " + peerName());
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(metaMu_);
+    RecvMeta& m = meta_[f.seq % p_.slots];
+    m.mask |= 1ull << f.part;
+    if (static_cast<uint32_t>(std::popcount(m.mask)) == m.parts) m.complete = true;
+    uint64_t r = recvReady_.load(std::memory_order_relaxed);
+    const uint64_t limit = recvHead_.load(std::memory_order_acquire) + p_.slots;
+    while (r < limit) {
+      const RecvMeta& x = meta_[r % p_.slots];
+      if (x.seq != r || !x.complete) break;
+      ++r;
+    }
+    if (r != recvReady_.load(std::memory_order_relaxed)) {
+      recvReady_.store(r, std::memory_order_release);
+      advanced = true;
+    }
+  }
+  if (advanced) ring();
+}
+
+void Link::fail(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(whyMu_);
+    if (failed_.load()) return;
+    why_ = why;
+    failed_.store(true);
+  }
+  if (!closing_.load())
+    WEFT_WARN(NET, "rank %d: %s", p_.rank, why.c_str());
+  else
+    WEFT_INFO(NET, "rank %d: %s", p_.rank, why.c_str());
+  // Tell the peer too: it reads EOF on every socket of this connection.
+  for (auto& s : socks_)
+    if (s->fd >= 0) ::shutdown(s->fd, SHUT_RDWR);
+  ring();
+}
+
+void Link::ring() {
+  if (p_.bell) p_.bell->ring();
+}
+
+}  // namespace weft::tcp

@@ -1,0 +1,182 @@
+// One tcp connection between two ranks on one channel: local send and receive slot rings, like
+// the memory FIFOs, and several sockets that the progress engine drains the send ring into and
+// fills the receive ring from. Each slot travels as 1..sockets stripes, one frame per socket, so a
+// large slot uses every socket at once; the receiver reassembles stripes by sequence number.
+//
+// Threads: the executor calls the slot methods (sendSlot/post, recvSlot/release); a worker
+// thread runs service() for each socket. post() also writes inline when the socket has room,
+// which saves a thread hand-off on small messages.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "src/bootstrap/socket.h"
+#include "src/common/error.h"
+#include "src/common/futex.h"
+#include "transports/base/connection.h"
+#include "transports/tcp/engine.h"
+#include "transports/tcp/wire.h"
+
+namespace weft::tcp {
+
+struct LinkParams {
+  uint64_t commHash = 0;
+  int rank = 0;
+  int peer = 0;
+  int channel = 0;
+  uint32_t slots = 8;
+  uint64_t slotBytes = 0;
+  uint32_t sockets = 1;
+  uint64_t minPart = 65536;
+  Doorbell* bell = nullptr;     // the local rank's doorbell
+  bool active = false;          // this side opens the sockets (the lower rank)
+  bootstrap::SocketAddress peerAddress;   // where the peer listens (active side)
+  uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
+};
+
+class Link : public std::enable_shared_from_this<Link> {
+ public:
+  explicit Link(const LinkParams& p);
+  ~Link();
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  // Active side: opens the sockets (non-blocking connects; the hello goes first).
+  void start();
+  // Passive side: a socket that passed the handshake for stripe index `index`.
+  void attach(const Hello& hello, int fd);
+
+  // Executor side (one thread).
+  void* sendSlot();
+  void post(uint32_t bytes, uint32_t tag);
+  const void* recvSlot(uint32_t* bytes, uint32_t* tag);
+  void release();
+  Status health(std::string* why);
+  void poison();
+  bool poisoned() const;
+  uint64_t slotBytes() const { return p_.slotBytes; }
+
+  // Waits until every posted slot is in the kernel (or the link failed, or the deadline);
+  // then stops watching the sockets. The descriptors close when the last owner lets go.
+  void close(std::chrono::milliseconds timeout);
+
+  // Worker side.
+  void service(int index, uint32_t events);
+
+  std::string peerName() const;
+  // Counters and per-socket state, for diagnostics.
+  std::string describe();
+
+ private:
+  struct OutPart {
+    uint8_t header[kFrameHeaderBytes];
+    const char* data = nullptr;
+    uint32_t length = 0;
+    uint64_t seq = 0;
+    size_t sent = 0;  // of header + payload
+  };
+  enum class SockState : int { kNone, kConnecting, kReady, kDead };
+  struct Sock {
+    int fd = -1;
+    Worker* worker = nullptr;
+    uint64_t id = 0;
+    std::atomic<int> state{static_cast<int>(SockState::kNone)};
+    // Send side, under sendMu.
+    std::mutex sendMu;
+    std::deque<OutPart> queue;
+    uint8_t hello[kHelloBytes] = {};
+    size_t helloLeft = 0;
+    // Receive side, worker thread only.
+    uint8_t header[kFrameHeaderBytes] = {};
+    size_t headerGot = 0;
+    bool inPayload = false;
+    FrameHeader frame;
+    size_t payloadGot = 0;
+    uint64_t lastSeq = 0;
+    std::atomic<bool> parked{false};
+    bool eof = false;  // the peer ended this socket at a frame boundary
+  };
+  struct RecvMeta {
+    uint64_t seq = UINT64_MAX;
+    uint32_t total = 0;
+    uint32_t tag = 0;
+    uint32_t parts = 0;
+    uint64_t mask = 0;
+    bool complete = false;
+  };
+
+  void registerSocket(int index);
+  void finishConnect(Sock& s);
+  // Writes what it can; sendMu held. False when the socket failed.
+  bool writeSome(Sock& s);
+  void readSome(int index);
+  bool acceptFrame(Sock& s, std::string* why);
+  void partReceived(Sock& s);
+  void partSent(uint64_t seq);
+  void fail(const std::string& why);
+  void ring();
+  void kickParked();
+
+  LinkParams p_;
+  std::vector<char> sendBuf_, recvBuf_;
+  std::vector<std::unique_ptr<Sock>> socks_;
+
+  // Send ring: the executor owns sendTail_; workers advance sendDone_.
+  uint64_t sendTail_ = 0;
+  std::atomic<uint64_t> sendPosted_{0};
+  std::atomic<uint64_t> sendDone_{0};
+  std::unique_ptr<std::atomic<uint32_t>[]> partsLeft_;  // per slot index
+  std::mutex doneMu_;
+
+  // Receive ring: the executor owns recvHead_ (published for the window check); workers fill
+  // slots and advance recvReady_.
+  std::atomic<uint64_t> recvHead_{0};
+  std::atomic<uint64_t> recvReady_{0};
+  std::vector<RecvMeta> meta_;
+  std::mutex metaMu_;
+  std::atomic<int> parkedCount_{0};
+
+  std::atomic<bool> poisoned_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> peerClosed_{false};  // every socket ended cleanly: nothing more will arrive
+  std::atomic<uint32_t> eofCount_{0};
+  std::atomic<bool> closing_{false};
+  mutable std::mutex whyMu_;
+  std::string why_;
+  uint64_t serial_ = 0;
+  uint32_t helloSocketsSeen_ = 0;
+};
+
+// The executor's view of a Link.
+class TcpConnection : public transport::Connection {
+ public:
+  TcpConnection(std::shared_ptr<Link> link, std::chrono::milliseconds closeTimeout)
+      : link_(std::move(link)), closeTimeout_(closeTimeout) {}
+  ~TcpConnection() override { link_->close(closeTimeout_); }
+
+  size_t slotBytes() const override { return link_->slotBytes(); }
+  void* sendSlot() override { return link_->sendSlot(); }
+  void post(uint32_t bytes, uint32_t tag) override { link_->post(bytes, tag); }
+  const void* recvSlot(uint32_t* bytes, uint32_t* tag) override {
+    return link_->recvSlot(bytes, tag);
+  }
+  void release() override { link_->release(); }
+  Status health(std::string* why) override { return link_->health(why); }
+  void poison() override { link_->poison(); }
+  bool poisoned() const override { return link_->poisoned(); }
+  const char* transportName() const override { return "tcp"; }
+
+  Link& link() { return *link_; }
+
+ private:
+  std::shared_ptr<Link> link_;
+  std::chrono::milliseconds closeTimeout_;
+};
+
+}  // namespace weft::tcp
