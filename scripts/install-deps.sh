@@ -2,7 +2,7 @@
 # Installs the Debian packages Weft's build and tests need, only when something is missing.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml-dev
-      libgtest-dev googletest python3)
+      libgtest-dev googletest python3 graphviz clang)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

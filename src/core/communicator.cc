@@ -79,6 +79,15 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   sendSeq_.assign(nranks, 0);
   recvSeq_.assign(nranks, 0);
 
+  // This host's topology (probed once per process, or NCCL_TOPO_FILE) exchanged with every rank.
+  topo::LocalRankInfo me;
+  me.rank = rank;
+  me.nranks = nranks;
+  me.hostHash = peers_[rank].hostHash;
+  topology_ = std::make_shared<const topo::SystemTopology>(topo::buildSystemTopology(
+      me, topo::variableAllgather(rank, nranks, [this](void* d, size_t n) { boot_->allgather(d, n); })));
+  topo::reportAtInit(*topology_, rank);
+
   select::LinkModel model;
   selector_ = std::make_unique<select::Selector>(nranks, model,
                                                  select::AlgoFilter(env::get("NCCL_ALGO")));

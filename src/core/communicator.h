@@ -13,6 +13,7 @@
 #include "src/core/call.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
+#include "src/topo/system.h"
 #include "transports/base/transport.h"
 
 namespace weft::core {
@@ -63,6 +64,9 @@ class Communicator : public exec::ConnectionSource {
 
   std::string describe() const;
 
+  // The system topology: every rank's host graph, joined by the network, ranks placed on nodes.
+  const topo::SystemTopology& topology() const { return *topology_; }
+
  private:
   const plan::Plan& planFor(const plan::Spec& spec, const select::Choice& choice,
                             std::shared_ptr<const plan::Plan>* holder);
@@ -77,6 +81,7 @@ class Communicator : public exec::ConnectionSource {
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> peerBells_;
   transport::ConnectContext ctx_;
+  std::shared_ptr<const topo::SystemTopology> topology_;
   std::unique_ptr<select::Selector> selector_;
 
   std::mutex connMu_;
