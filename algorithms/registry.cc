@@ -3,6 +3,7 @@
 #include <string>
 
 #include "algorithms/direct/direct.h"
+#include "algorithms/hierarchical/hierarchical.h"
 #include "algorithms/rhd/rhd.h"
 #include "algorithms/ring/ring.h"
 #include "algorithms/tree/tree.h"
@@ -26,6 +27,9 @@ const std::vector<Algorithm>& all() {
        {Collective::kAlltoAll, Collective::kGather, Collective::kScatter, Collective::kAllGather,
         Collective::kAllReduce},
        buildDirect},
+      {"hier",
+       {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
+       buildHierarchical},
   };
   return kAll;
 }

@@ -11,6 +11,8 @@ namespace weft::algo {
 struct Options {
   int channels = 1;          // lanes (and connection channels) to spread the data over, >= 1
   uint64_t sliceElems = 0;   // pipelining unit for trees / chains; 0 = the algorithm's default
+  // Host of each rank (any labels; empty: all ranks on one host). Hierarchical algorithms only.
+  std::vector<int> hostOf = {};
 };
 
 using Generator = plan::Plan (*)(const plan::Spec&, const Options&);

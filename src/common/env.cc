@@ -32,6 +32,8 @@ const std::vector<Knob>& knobs() {
       {"WEFT_TCP_SOCKBUF", nullptr, "0", "tcp: SO_SNDBUF/SO_RCVBUF bytes per socket (0 keeps the kernel's autotuning)"},
       {"WEFT_TCP_MIN_PART", nullptr, "65536", "tcp: smallest stripe of a slot sent on one socket, in bytes"},
       {"WEFT_HOST_ID", nullptr, "", "extra host identity mixed into the host hash (tells network-namespace hosts apart)"},
+      {"WEFT_NET_GBPS", nullptr, "10", "bandwidth of one link between hosts in Gbit/s (algorithm choice only)"},
+      {"WEFT_NET_LATENCY_US", nullptr, "30", "latency of one message between hosts in microseconds (algorithm choice only)"},
       {"WEFT_TREE_CHUNK_BYTES", nullptr, "131072", "pipelining chunk of tree algorithms"},
       {"WEFT_THREAD_AFFINITY", nullptr, "0", "1 pins executor threads with hwloc"},
       {"WEFT_SIMD", nullptr, "", "force kernel ISA: scalar, avx2, avx512"},

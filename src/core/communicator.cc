@@ -91,6 +91,24 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   select::LinkModel model;
   selector_ = std::make_unique<select::Selector>(nranks, model,
                                                  select::AlgoFilter(env::get("NCCL_ALGO")));
+  {
+    // Ranks on several hosts: the selector also weighs hierarchical plans, with a network model.
+    std::vector<int> hostOf(nranks);
+    std::vector<uint64_t> hosts;
+    for (int r = 0; r < nranks; ++r) {
+      auto it = std::find(hosts.begin(), hosts.end(), peers_[r].hostHash);
+      hostOf[r] = static_cast<int>(it - hosts.begin());
+      if (it == hosts.end()) hosts.push_back(peers_[r].hostHash);
+    }
+    select::LinkModel net;
+    net.alphaUs = env::getDouble("WEFT_NET_LATENCY_US");
+    // WEFT_NET_GBPS if set, else what the topology found between hosts (GB/s), else the default.
+    double gbps = env::getDouble("WEFT_NET_GBPS");
+    if (double bw = topology_->minInterHostBandwidth(); bw > 0 && !env::isSet("WEFT_NET_GBPS"))
+      gbps = bw * 8;
+    net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
+    selector_->setHosts(hostOf, net);
+  }
   if (rank == 0) {
     static std::once_flag envOnce;
     std::call_once(envOnce, [] { env::dump(); });

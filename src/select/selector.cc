@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "src/common/log.h"
@@ -16,6 +17,7 @@ std::string canonicalAlgorithm(const std::string& raw) {
     if (c != ' ') n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (n == "halvingdoubling" || n == "hd" || n == "recursivehalvingdoubling") return "rhd";
   if (n == "pairwise" || n == "p2p") return "direct";
+  if (n == "hierarchical" || n == "hierarchy") return "hier";
   return n;
 }
 
@@ -89,9 +91,45 @@ bool AlgoFilter::allows(Collective c, const std::string& algorithm) const {
 Selector::Selector(int nranks, LinkModel model, AlgoFilter filter)
     : nranks_(nranks), model_(model), filter_(std::move(filter)) {}
 
+void Selector::setHosts(const std::vector<int>& hostOf, LinkModel net) {
+  std::map<int, int> perHost;
+  for (int h : hostOf) ++perHost[h];
+  hosts_ = static_cast<int>(perHost.size());
+  maxLocal_ = 1;
+  for (auto& [h, count] : perHost) maxLocal_ = std::max(maxLocal_, count);
+  hostOf_ = static_cast<int>(hostOf.size()) == nranks_ && hosts_ > 1 ? hostOf : std::vector<int>{};
+  if (hostOf_.empty()) hosts_ = maxLocal_ = 1;
+  net_ = net;
+}
+
+// Hierarchical plans: a ring among H host leaders over the network, chains inside hosts
+// (pipelined with the ring, so the local bandwidth term counts only in part).
+static double predictHierarchical(Collective c, double n, double hosts, double local,
+                                  double bytes, const LinkModel& loc, const LinkModel& net) {
+  const double H = hosts, L = local;
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2 * (H - 1) * net.alphaUs + 2 * (L - 1) * loc.alphaUs +
+             2 * (H - 1) / H * bytes * net.betaUsPerByte + 0.6 * bytes * loc.betaUsPerByte;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return (H - 1) * L * net.alphaUs + 2 * L * loc.alphaUs +
+             (n - n / H) * bytes * net.betaUsPerByte + 0.3 * n * bytes * loc.betaUsPerByte;
+    default:
+      return std::numeric_limits<double>::infinity();
+  }
+}
+
 double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec) const {
   if (!algo::supports(algorithm, spec.coll)) return std::numeric_limits<double>::infinity();
-  const double n = nranks_, a = model_.alphaUs, b = model_.betaUsPerByte;
+  if (algorithm == "hier")
+    return hosts_ > 1 ? predictHierarchical(spec.coll, nranks_, hosts_, maxLocal_,
+                                            static_cast<double>(spec.count) * spec.elemSize,
+                                            model_, net_)
+                      : std::numeric_limits<double>::infinity();
+  // Across hosts a flat algorithm's slowest hops are the network's.
+  const LinkModel& link = hosts_ > 1 ? net_ : model_;
+  const double n = nranks_, a = link.alphaUs, b = link.betaUsPerByte;
   const double bytes = static_cast<double>(spec.count) * spec.elemSize;
   const double logn = std::ceil(std::log2(std::max(2.0, n)));
   const bool pow2 = (nranks_ & (nranks_ - 1)) == 0;
@@ -144,6 +182,7 @@ Choice Selector::choose(const plan::Spec& spec) const {
       }
     }
   }
+  if (best.algorithm == "hier") best.options.hostOf = hostOf_;
   return best;
 }
 

@@ -40,6 +40,9 @@ class Selector {
  public:
   Selector(int nranks, LinkModel model, AlgoFilter filter);
   Choice choose(const plan::Spec& spec) const;
+  // Ranks span hosts: `hostOf` labels each rank's host; `net` models one hop between hosts (the
+  // constructor's model stays the link inside a host). Enables the hierarchical algorithms.
+  void setHosts(const std::vector<int>& hostOf, LinkModel net);
   // Predicted time of `algorithm` in microseconds (infinity if unsupported).
   double predictUs(const std::string& algorithm, const plan::Spec& spec) const;
   // Printable score table for a few sizes (NCCL_DEBUG=INFO, TUNING).
@@ -49,6 +52,9 @@ class Selector {
   int nranks_;
   LinkModel model_;
   AlgoFilter filter_;
+  std::vector<int> hostOf_;  // empty: one host
+  int hosts_ = 1, maxLocal_ = 1;
+  LinkModel net_;
 };
 
 // Normalises user spellings: "Ring" -> "ring", "halvingdoubling" -> "rhd", ...

@@ -54,7 +54,8 @@ INSTANTIATE_TEST_SUITE_P(
 // Hosts simulated on this machine: process p is on host p / procsPerHost.
 struct HostLayout {
   int hosts, procsPerHost, perProc;
-  const char* algo;  // nullptr: the selector chooses
+  const char* algo;          // nullptr: the selector chooses
+  bool interleaved = false;  // process p on host p % hosts instead of p / procsPerHost
 };
 
 class SimulatedHosts : public ::testing::TestWithParam<HostLayout> {};
@@ -64,7 +65,8 @@ TEST_P(SimulatedHosts, Grid) {
   auto codes = forkRanks(l.hosts * l.procsPerHost, l.perProc, [](auto& comms, auto& ranks, int n) {
     return correctnessGrid(comms, ranks, n, "hosts ");
   }, [l](int p) {
-    setenv("WEFT_HOST_ID", ("host" + std::to_string(p / l.procsPerHost)).c_str(), 1);
+    int host = l.interleaved ? p % l.hosts : p / l.procsPerHost;
+    setenv("WEFT_HOST_ID", ("host" + std::to_string(host)).c_str(), 1);
     if (l.algo) setenv("NCCL_ALGO", l.algo, 1);
   });
   for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
@@ -74,11 +76,15 @@ INSTANTIATE_TEST_SUITE_P(
     Hosts, SimulatedHosts,
     ::testing::Values(HostLayout{2, 1, 1, nullptr}, HostLayout{2, 2, 1, nullptr},
                       HostLayout{2, 2, 1, "ring"}, HostLayout{3, 1, 2, nullptr},
-                      HostLayout{2, 3, 1, nullptr}, HostLayout{4, 1, 1, nullptr}),
+                      HostLayout{2, 3, 1, nullptr}, HostLayout{4, 1, 1, nullptr},
+                      HostLayout{2, 2, 1, "hier"}, HostLayout{3, 1, 2, "hier"},
+                      HostLayout{2, 3, 1, "hier"}, HostLayout{3, 2, 1, "hier"},
+                      HostLayout{2, 2, 1, "hier", true}, HostLayout{3, 2, 1, nullptr, true}),
     [](const auto& info) {
       const HostLayout& l = info.param;
       return "h" + std::to_string(l.hosts) + "p" + std::to_string(l.procsPerHost) + "x" +
-             std::to_string(l.perProc) + "_" + (l.algo ? l.algo : "auto");
+             std::to_string(l.perProc) + "_" + (l.algo ? l.algo : "auto") +
+             (l.interleaved ? "_interleaved" : "");
     });
 
 bool haveIpv6Loopback() {

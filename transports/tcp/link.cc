@@ -167,10 +167,10 @@ void* Link::sendSlot() {
   return sendBuf_.data() + (sendTail_ % p_.slots) * p_.slotBytes;
 }
 
-void Link::post(uint32_t bytes, uint32_t tag) {
+void Link::postFrom(const void* from, uint32_t bytes, uint32_t tag) {
   const uint64_t seq = sendTail_;
   const uint32_t idx = static_cast<uint32_t>(seq % p_.slots);
-  const char* data = sendBuf_.data() + idx * p_.slotBytes;
+  const char* data = from ? static_cast<const char*>(from) : sendBuf_.data() + idx * p_.slotBytes;
   const uint32_t parts = partCount(bytes, p_.sockets, p_.minPart);
   partsLeft_[idx].store(parts, std::memory_order_relaxed);
   ++sendTail_;

@@ -54,7 +54,12 @@ class Link : public std::enable_shared_from_this<Link> {
 
   // Executor side (one thread).
   void* sendSlot();
-  void post(uint32_t bytes, uint32_t tag);
+  void post(uint32_t bytes, uint32_t tag) { postFrom(nullptr, bytes, tag); }
+  // Like post, but the bytes are sent from `data` (the caller's memory, untouched until
+  // sentCount() passes this message) instead of the slot: saves the copy into the slot.
+  void postFrom(const void* data, uint32_t bytes, uint32_t tag);
+  uint64_t postedCount() const { return sendTail_; }
+  uint64_t sentCount() const { return sendDone_.load(std::memory_order_acquire); }
   const void* recvSlot(uint32_t* bytes, uint32_t* tag);
   void release();
   Status health(std::string* why);
@@ -163,6 +168,14 @@ class TcpConnection : public transport::Connection {
   size_t slotBytes() const override { return link_->slotBytes(); }
   void* sendSlot() override { return link_->sendSlot(); }
   void post(uint32_t bytes, uint32_t tag) override { link_->post(bytes, tag); }
+  // Sends by reference: the engine writes the message into the socket straight from the
+  // caller's buffer, which is free again once it is in the kernel (consumed()).
+  bool peerCanReadMe() override { return true; }
+  void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override {
+    link_->postFrom(addr, bytes, tag);
+  }
+  uint64_t postedCount() const override { return link_->postedCount(); }
+  bool consumed(uint64_t count) const override { return link_->sentCount() >= count; }
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override {
     return link_->recvSlot(bytes, tag);
   }
