@@ -1,0 +1,726 @@
+#!/usr/bin/python3
+"""Weft against the peers a CPU user would pick instead, side by side in one run.
+
+For each collective and rank count, one after the other in the same invocation:
+  weft     build/perf/<coll>_perf under build/perf/weftrun -n N (nccl-tests table; out-of-place
+           busbw is the number compared, in-place is recorded too)
+  openmpi  mpirun.openmpi ... mpi_bench_openmpi   (MPI_Allreduce, MPI_Allgather,
+  mpich    mpirun.mpich ... mpi_bench_mpich        MPI_Reduce_scatter_block, MPI_Bcast, MPI_Alltoall)
+  gloo     gloo_bench: allreduce ring / ring_chunked / halving_doubling; allgather, broadcast,
+           alltoall (TCP on 127.0.0.1)
+plus the machine's memcpy / reduce bandwidth (mem_bench) at the start and at the end.
+
+Prints a ratio table per collective and rank count (Weft busbw / best peer busbw per size, and the
+small-message latency ratio best peer time / Weft time), the memory-traffic bound of a 2-rank
+allreduce and Weft's fraction of it, and a summary table; writes CSV, the tables and one PNG per
+collective and rank count (busbw and time against size) to the output directory.
+
+The peer programs come from perf/compare/build_peers.sh (run automatically when missing).
+Run with /usr/bin/python3 (matplotlib from python3-matplotlib).
+"""
+
+import argparse
+import csv
+import datetime
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+COLLS = ["allreduce", "allgather", "reducescatter", "broadcast", "alltoall"]
+WEFT_TOOL = {
+    "allreduce": "all_reduce_perf",
+    "allgather": "all_gather_perf",
+    "reducescatter": "reduce_scatter_perf",
+    "broadcast": "broadcast_perf",
+    "alltoall": "alltoall_perf",
+}
+SPLIT = {"allgather", "reducescatter", "alltoall"}  # element count must be a multiple of nranks
+GLOO_ALGOS = {
+    "allreduce": ["ring", "ring_chunked", "halving_doubling"],
+    "allgather": ["default"],
+    "broadcast": ["default"],
+    "alltoall": ["default"],
+}
+LIBS = ["weft", "openmpi", "mpich", "gloo"]
+SUMMARY_SIZES = [64 << 10, 1 << 20, 16 << 20, 128 << 20]
+BOUND_MIN_BYTES = 16 << 20
+
+
+def bus_factor(coll, n):
+    if coll == "allreduce":
+        return 2.0 * (n - 1) / n
+    if coll == "broadcast":
+        return 1.0
+    return (n - 1) / n
+
+
+def parse_bytes(text):
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([kKmMgG]?)[bB]?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError("bad size '%s'" % text)
+    scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(float(m.group(1)) * scale)
+
+
+def fmt_size(b):
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return "%d%s" % (b // scale, unit)
+    return "%d" % b
+
+
+def fmt_bw(x):
+    if x is None:
+        return "-"
+    if x < 0.01:
+        return "%.1e" % x
+    return "%.3f" % x if x < 10 else "%.2f" % x
+
+
+def fmt_us(x):
+    if x is None:
+        return "-"
+    return "%.1f" % x if x < 1000 else "%.0f" % x
+
+
+def fmt_ratio(x):
+    if x is None or math.isinf(x) or math.isnan(x):
+        return "-"
+    return "%.2f" % x
+
+
+def elements(coll, size, n):
+    count = size // 4
+    if coll in SPLIT:
+        count -= count % n
+    return count
+
+
+class Log:
+    """Progress on stderr with the elapsed time; everything also into run.log."""
+
+    def __init__(self, path):
+        self.t0 = time.time()
+        self.file = open(path, "w")
+
+    def __call__(self, msg):
+        line = "[%6.1fs] %s" % (time.time() - self.t0, msg)
+        print(line, file=sys.stderr, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+class Runner:
+    """Runs one command (own process group, killed on timeout) and keeps its output in raw/."""
+
+    def __init__(self, out_dir, log):
+        self.raw = os.path.join(out_dir, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        self.log = log
+        self.failures = []
+        self.serial = 0
+
+    def run(self, name, cmd, timeout):
+        self.serial += 1
+        path = os.path.join(self.raw, "%03d_%s.txt" % (self.serial, name))
+        start = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True, errors="replace")
+        timed_out = False
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the group this call started
+            except ProcessLookupError:
+                pass
+            out, _ = proc.communicate()
+        elapsed = time.time() - start
+        with open(path, "w") as f:
+            f.write("$ %s\n# rc=%s timed_out=%s elapsed=%.2fs\n" %
+                    (" ".join(shlex.quote(c) for c in cmd), proc.returncode, timed_out, elapsed))
+            f.write(out)
+        ok = proc.returncode == 0 and not timed_out
+        if not ok:
+            why = "timed out after %ds" % timeout if timed_out else "exit status %s" % proc.returncode
+            said = [line.strip() for line in out.splitlines()
+                    if re.search(r"timeout|timed out|error|fail|abort", line, re.I)]
+            if said:
+                row = WEFT_ROW.match(said[-1])  # a message glued to a cut-short table row
+                why += ": " + said[-1][row.end() if row else 0:].strip()[:160]
+            self.failures.append("%s: %s (see raw/%s)" % (name, why, os.path.basename(path)))
+            self.log("  FAILED %s: %s" % (name, why))
+        return ok, out
+
+
+# ---------------------------------------------------------------------------------------------
+# Weft
+
+
+# size count type redop root | time algbw busbw #wrong (out of place) | the same in place
+WEFT_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+"
+                      r"\s+([0-9.e+]+)\s+\S+\s+\S+\s+(N/A|[0-9.e+]+)"
+                      r"(?:\s+([0-9.e+]+)\s+\S+\s+\S+\s+(N/A|[0-9.e+]+))?")
+
+
+def parse_weft(text):
+    """Rows of an nccl-tests table: (bytes, oop_us, oop_wrong, ip_us, ip_wrong); wrong None = N/A.
+    A row cut short after the out-of-place columns (the in-place call failed) has ip_us None."""
+    rows = []
+    for line in text.splitlines():
+        m = WEFT_ROW.match(line)
+        if not m:
+            continue
+        try:
+            size, oop = int(m.group(1)), float(m.group(3))
+            ip = float(m.group(5)) if m.group(5) else None
+            wrong = [None if w in (None, "N/A") else int(float(w)) for w in (m.group(4), m.group(6))]
+        except ValueError:
+            continue
+        rows.append((size, oop, wrong[0], ip, wrong[1]))
+    return rows
+
+
+def plan_iters(budget, est_s, min_iters, max_iters):
+    fit = budget / max(est_s, 1e-7)
+    iters = int(min(max(fit * 0.8, min_iters), max_iters))
+    warmup = 1 if fit < 8 else max(1, min(iters // 10, 10))
+    return warmup, iters
+
+
+def measure_weft(args, runner, coll, n, sizes):
+    """One weftrun invocation per size, iterations sized from the previous size's time (a probe
+    invocation first, and wherever the size jumps more than 4x)."""
+    tool = os.path.join(args.build, "perf", WEFT_TOOL[coll])
+    weftrun = os.path.join(args.build, "perf", "weftrun")
+    results = []
+    prev = None  # (size, seconds per call)
+    per_variant = args.time / 2  # out-of-place and in-place share the budget
+    for size in sizes:
+        if elements(coll, size, n) == 0:
+            continue
+        base = [weftrun, "-n", str(n), tool, "-b", str(size), "-e", str(size), "-a", "3", "-c", "1",
+                "-T", str(args.weft_timeout)]
+        if prev is None or size > 4 * prev[0]:
+            ok, out = runner.run("weft_%s_n%d_%s_probe" % (coll, n, size),
+                                 base + ["-n", "2", "-w", "1"], args.weft_timeout + 30)
+            rows = parse_weft(out)
+            if not ok or not rows:
+                results += weft_results(coll, n, rows, 2)
+                if not args.weft_keep_going:
+                    runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
+                    break
+                prev = None
+                continue
+            est = max(rows[0][1], rows[0][3] or 0) * 1e-6
+        else:
+            est = prev[1] * size / prev[0]
+        warmup, iters = plan_iters(per_variant, est, args.min_iters, args.max_iters)
+        ok, out = runner.run("weft_%s_n%d_%s" % (coll, n, size),
+                             base + ["-n", str(iters), "-w", str(warmup)],
+                             args.weft_timeout * 2 + 60)
+        rows = parse_weft(out)
+        results += weft_results(coll, n, rows, iters)
+        if not ok or not rows or rows[0][3] is None:
+            if not args.weft_keep_going:
+                runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
+                break
+            prev = None
+            continue
+        prev = (size, max(rows[0][1], rows[0][3]) * 1e-6)
+    return results
+
+
+def weft_results(coll, n, rows, iters):
+    results = []
+    for (b, oop, oop_wrong, ip, ip_wrong) in rows:
+        for algo, us, wrong in (("out-of-place", oop, oop_wrong), ("in-place", ip, ip_wrong)):
+            if us is not None:
+                results.append(make_result("weft", algo, coll, n, b, us, wrong, iters))
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers
+
+
+PEER_ROW = re.compile(r"^@row (.*)$")
+
+
+def parse_peer(text, lib):
+    results = []
+    for line in text.splitlines():
+        m = PEER_ROW.match(line.strip())
+        if not m:
+            continue
+        kv = dict(item.split("=", 1) for item in m.group(1).split())
+        results.append(make_result(lib, kv["algo"], kv["coll"], int(kv["nranks"]), int(kv["bytes"]),
+                                   float(kv["time_us"]), int(kv["wrong"]), int(kv["iters"])))
+    return results
+
+
+def peer_commands(args, lib, coll, n, sizes):
+    """(name, algo, cmd) for each peer run of one collective and rank count."""
+    bindir = args.peers_dir
+    common = ["-o", coll, "-s", ",".join(str(s) for s in sizes), "-T", str(args.time),
+              "-m", str(args.min_iters), "-n", str(args.max_iters)]
+    if lib == "openmpi":
+        return [("default", ["mpirun.openmpi", "--oversubscribe", "--allow-run-as-root",
+                             "--bind-to", "none", "-np", str(n),
+                             os.path.join(bindir, "mpi_bench_openmpi")] + common)]
+    if lib == "mpich":
+        return [("default", ["mpirun.mpich", "-n", str(n),
+                             os.path.join(bindir, "mpi_bench_mpich")] + common)]
+    if lib == "gloo":
+        return [(algo, [os.path.join(bindir, "gloo_bench"), "-p", str(n)] + common +
+                 ([] if algo == "default" else ["-a", algo]))
+                for algo in GLOO_ALGOS.get(coll, [])]
+    return []
+
+
+def peer_timeout(args, sizes):
+    return int(60 + len(sizes) * (args.time * 3 + 5))
+
+
+def make_result(lib, algo, coll, n, size, us, wrong, iters):
+    algbw = size / us / 1e3 if us > 0 else 0.0
+    label = lib if algo in ("default", "out-of-place") else (
+        "weft_inplace" if lib == "weft" else "%s_%s" % (lib, algo))
+    return {"lib": lib, "algo": algo, "label": label, "coll": coll, "nranks": n, "bytes": size,
+            "time_us": us, "algbw": algbw, "busbw": algbw * bus_factor(coll, n),
+            "wrong": "" if wrong is None else wrong, "iters": iters}
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory
+
+
+def measure_mem(args, runner, tag):
+    ok, out = runner.run("mem_%s" % tag, [os.path.join(args.peers_dir, "mem_bench"),
+                                          "-r", str(args.mem_reps)], 300)
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("@mem "):
+            kv = dict(item.split("=", 1) for item in line[5:].split())
+            kv["when"] = tag
+            rows.append(kv)
+    return rows
+
+
+def mem_best(mem_rows, test, threads, key):
+    vals = [float(r[key]) for r in mem_rows if r["test"] == test and int(r["threads"]) == threads]
+    return max(vals) if vals else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+
+
+def index_results(results):
+    by = {}
+    for r in results:
+        by.setdefault((r["coll"], r["nranks"]), []).append(r)
+    return by
+
+
+def good(r):
+    return r["wrong"] in ("", 0)
+
+
+def best_peer_at(rows, size, key):
+    """The best correct peer row at `size`: max busbw (key='busbw') or min time (key='time_us')."""
+    cands = [r for r in rows if r["lib"] != "weft" and r["bytes"] == size and good(r)]
+    if not cands:
+        return None
+    return max(cands, key=lambda r: r["busbw"]) if key == "busbw" else min(
+        cands, key=lambda r: r["time_us"])
+
+
+def weft_at(rows, size, algo="out-of-place"):
+    for r in rows:
+        if r["lib"] == "weft" and r["algo"] == algo and r["bytes"] == size:
+            return r
+    return None
+
+
+def ratio_table(coll, n, rows):
+    lines = []
+    sizes = sorted({r["bytes"] for r in rows})
+    lines.append("## %s, %d ranks   (busbw GB/s; ratio = weft / best peer, > 1: Weft faster)" %
+                 (coll, n))
+    lines.append("%10s  %9s  %-24s %9s  %7s" % ("size", "weft", "best peer", "busbw", "ratio"))
+    for size in sizes:
+        w = weft_at(rows, size)
+        p = best_peer_at(rows, size, "busbw")
+        ratio = w["busbw"] / p["busbw"] if w and p and p["busbw"] > 0 else None
+        flag = ""
+        if w and not good(w):
+            flag = "  WEFT WRONG=%s" % w["wrong"]
+        bad_peers = [r["label"] for r in rows
+                     if r["lib"] != "weft" and r["bytes"] == size and not good(r)]
+        if bad_peers:
+            flag += "  (wrong results, excluded: %s)" % ",".join(bad_peers)
+        lines.append("%10s  %9s  %-24s %9s  %7s%s" % (
+            fmt_size(size), fmt_bw(w["busbw"]) if w else "-", p["label"] if p else "-",
+            fmt_bw(p["busbw"]) if p else "-", fmt_ratio(ratio), flag))
+    lat = latency_row(rows)
+    if lat:
+        size, w, p = lat
+        lines.append("latency at %d B (us): weft %s | best peer %s %s | ratio best_peer_time/weft_time %s"
+                     % (size, fmt_us(w["time_us"]), p["label"] if p else "-",
+                        fmt_us(p["time_us"]) if p else "-",
+                        fmt_ratio(p["time_us"] / w["time_us"]) if p and w["time_us"] > 0 else "-"))
+    return lines
+
+
+def latency_row(rows):
+    """(size, weft row, best peer row) at the smallest size Weft measured (8 B, or the smallest
+    multiple of nranks floats for the split collectives)."""
+    sizes = sorted(r["bytes"] for r in rows if r["lib"] == "weft" and r["algo"] == "out-of-place")
+    if not sizes:
+        return None
+    size = sizes[0]
+    return size, weft_at(rows, size), best_peer_at(rows, size, "time_us")
+
+
+def bound_lines(by, mem_rows):
+    copy2 = mem_best(mem_rows, "memcpy", 2, "traffic_GBps")
+    red2 = mem_best(mem_rows, "reduce", 2, "traffic_GBps")
+    lines = ["## Memory-traffic bound, 2-rank allreduce"]
+    if copy2 is None:
+        lines.append("(no mem_bench result)")
+        return lines, None
+    bound = copy2 / 5
+    lines += [
+        "2-thread memcpy traffic (read+write) = %.2f GB/s (best of the runs at the start and end)"
+        % copy2,
+        "bound busbw = memcpy traffic / 5 = %.2f GB/s.  Why 5: a 2-rank allreduce of N bytes whose"
+        % bound,
+        "ranks read each other's buffers directly moves at least 5N bytes through memory, both ranks",
+        "together: each rank reduces its half (reads 2 x N/2, writes N/2) and fetches the other half",
+        "(reads N/2, writes N/2) = 2.5N per rank. So t >= 5N / traffic, algbw = N/t <= traffic/5, and",
+        "busbw = algbw for 2 ranks. (The a+=b reduce traffic, %s GB/s, would give %s GB/s.)" % (
+            "%.2f" % red2 if red2 else "-", "%.2f" % (red2 / 5) if red2 else "-"),
+    ]
+    rows = by.get(("allreduce", 2), [])
+    sizes = sorted({r["bytes"] for r in rows if r["bytes"] >= BOUND_MIN_BYTES})
+    if sizes:
+        lines.append("%10s  %9s  %9s  %9s  %9s" % ("size", "weft", "of bound", "best peer",
+                                                   "of bound"))
+    for size in sizes:
+        w = weft_at(rows, size)
+        p = best_peer_at(rows, size, "busbw")
+        lines.append("%10s  %9s  %8s%%  %9s  %8s%%" % (
+            fmt_size(size), fmt_bw(w["busbw"]) if w else "-",
+            "%.0f" % (100 * w["busbw"] / bound) if w else "-",
+            fmt_bw(p["busbw"]) if p else "-",
+            "%.0f" % (100 * p["busbw"] / bound) if p else "-"))
+    return lines, bound
+
+
+def summary_table(by, colls, ranks):
+    """Markdown: per collective and rank count, the small-message latency and busbw ratios."""
+    head = ["collective", "ranks", "latency weft / best peer (us)", "lat ratio"]
+    head += ["%s weft / best (GB/s)" % fmt_size(s) for s in SUMMARY_SIZES]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for coll in colls:
+        for n in ranks:
+            rows = by.get((coll, n))
+            if not rows:
+                continue
+            cells = [coll, str(n)]
+            lat = latency_row(rows)
+            if lat and lat[1] and lat[2]:
+                size, w, p = lat
+                cells.append("%s / %s %s @%d B" % (fmt_us(w["time_us"]), fmt_us(p["time_us"]),
+                                                   p["label"], size))
+                cells.append(fmt_ratio(p["time_us"] / w["time_us"]))
+            else:
+                cells += ["-", "-"]
+            for size in SUMMARY_SIZES:
+                w, p = weft_at(rows, size), best_peer_at(rows, size, "busbw")
+                if w and p and p["busbw"] > 0:
+                    cells.append("%s / %s %s = **%.2f**" % (fmt_bw(w["busbw"]), fmt_bw(p["busbw"]),
+                                                            p["label"], w["busbw"] / p["busbw"]))
+                else:
+                    cells.append("-")
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot(by, out_dir, bound, log):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        log("no plots: %s (install python3-matplotlib, run with /usr/bin/python3)" % e)
+        return []
+    paths = []
+    colors = {"weft": "black", "weft_inplace": "dimgray", "openmpi": "tab:blue",
+              "mpich": "tab:orange", "gloo_ring": "tab:green", "gloo_ring_chunked": "tab:olive",
+              "gloo_halving_doubling": "tab:cyan", "gloo": "tab:green"}
+    for (coll, n), rows in sorted(by.items()):
+        labels = []
+        for r in rows:
+            if r["label"] not in labels:
+                labels.append(r["label"])
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 9), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 2]})
+        for label in labels:
+            pts = sorted((r["bytes"], r["busbw"], r["time_us"]) for r in rows
+                         if r["label"] == label and good(r))
+            if not pts:
+                continue
+            xs = [p[0] for p in pts]
+            style = {"color": colors.get(label), "marker": "o", "markersize": 3}
+            if label.startswith("weft"):
+                style["linewidth"] = 2.2 if label == "weft" else 1.2
+                style["linestyle"] = "-" if label == "weft" else "--"
+            ax.plot(xs, [p[1] for p in pts], label=label, **style)
+            ax2.plot(xs, [p[2] for p in pts], label=label, **style)
+        if coll == "allreduce" and n == 2 and bound:
+            ax.axhline(bound, color="red", linestyle=":", linewidth=1,
+                       label="memory bound (memcpy traffic / 5)")
+        ax.set_xscale("log", base=2)
+        ax.set_ylabel("busbw (GB/s)")
+        ax.set_title("%s, %d ranks (host memory, float32; Weft vs peers, one run)" % (coll, n))
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        ax2.set_xscale("log", base=2)
+        ax2.set_yscale("log")
+        ax2.set_ylabel("time per call (us)")
+        ax2.set_xlabel("size (bytes)")
+        ax2.grid(True, which="both", alpha=0.3)
+        ticks = sorted({r["bytes"] for r in rows})
+        ticks = [t for i, t in enumerate(ticks) if i % max(1, len(ticks) // 12) == 0]
+        ax2.set_xticks(ticks)
+        ax2.set_xticklabels([fmt_size(t) for t in ticks], rotation=45, fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "busbw_%s_n%d.png" % (coll, n))
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(REPO, "build"),
+                    help="Weft build dir with perf/weftrun and perf/*_perf (default: %(default)s)")
+    ap.add_argument("--peers-dir", help="peer programs (default: BUILD/perf/compare)")
+    ap.add_argument("--ranks", default="2,4", help="rank counts (default: %(default)s)")
+    ap.add_argument("--colls", default=",".join(COLLS), help="(default: %(default)s)")
+    ap.add_argument("--libs", default=",".join(LIBS), help="(default: %(default)s)")
+    ap.add_argument("--min", type=parse_bytes, default=8, help="smallest size (default: 8)")
+    ap.add_argument("--max", type=parse_bytes, default=128 << 20,
+                    help="largest size (default: 128M)")
+    ap.add_argument("--step", type=int, default=2, help="size factor (default: %(default)s)")
+    ap.add_argument("--sizes", help="explicit size list, e.g. 8,64K,1M (overrides --min/--max)")
+    ap.add_argument("--time", type=float, default=0.3,
+                    help="seconds of timed work per size and library (default: %(default)s)")
+    ap.add_argument("--min-iters", type=int, default=3)
+    ap.add_argument("--max-iters", type=int, default=500)
+    ap.add_argument("--mem-reps", type=int, default=5)
+    ap.add_argument("--weft-timeout", type=int, default=15,
+                    help="Weft's own -T per invocation, seconds (default: %(default)s)")
+    ap.add_argument("--weft-keep-going", action="store_true",
+                    help="after a failed Weft invocation go on with the next size (default: stop "
+                         "that collective's sweep; its partial row is kept)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: sizes 8,64K,1M,16M, 2 ranks, 0.1 s per size")
+    ap.add_argument("--out", help="output dir (default: BUILD/perf/results/<UTC timestamp>)")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--report", metavar="DIR",
+                    help="measure nothing: print the tables and redraw the plots of the run in DIR")
+    args = ap.parse_args()
+    if args.report:
+        report(os.path.abspath(args.report), Log(os.devnull), not args.no_plots)
+        return 0
+
+    if args.quick:
+        args.sizes = args.sizes or "8,64K,1M,16M"
+        args.ranks = "2"
+        args.time = min(args.time, 0.1)
+        args.mem_reps = min(args.mem_reps, 3)
+    args.build = os.path.abspath(args.build)
+    args.peers_dir = os.path.abspath(args.peers_dir or os.path.join(args.build, "perf", "compare"))
+    ranks = [int(x) for x in args.ranks.split(",") if x]
+    colls = [c for c in args.colls.split(",") if c]
+    libs = [x for x in args.libs.split(",") if x]
+    for c in colls:
+        if c not in COLLS:
+            ap.error("unknown collective %s (one of %s)" % (c, ",".join(COLLS)))
+    for x in libs:
+        if x not in LIBS:
+            ap.error("unknown library %s (some of %s)" % (x, ",".join(LIBS)))
+    if args.sizes:
+        sizes = sorted({parse_bytes(s) for s in args.sizes.split(",") if s})
+    else:
+        sizes, s = [], max(1, args.min)
+        while s <= args.max:
+            sizes.append(s)
+            s *= max(2, args.step)
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out_dir = os.path.abspath(args.out or os.path.join(args.build, "perf", "results", stamp))
+    os.makedirs(out_dir, exist_ok=True)
+    log = Log(os.path.join(out_dir, "run.log"))
+    runner = Runner(out_dir, log)
+
+    if "weft" in libs:
+        for tool in ["weftrun"] + [WEFT_TOOL[c] for c in colls]:
+            if not os.access(os.path.join(args.build, "perf", tool), os.X_OK):
+                sys.exit("missing %s/perf/%s: build Weft first (cmake -S %s -B %s -G Ninja && "
+                         "ninja -C %s)" % (args.build, tool, REPO, args.build, args.build))
+    peer_bins = ["mem_bench", "mpi_bench_openmpi", "mpi_bench_mpich", "gloo_bench"]
+    if not all(os.access(os.path.join(args.peers_dir, b), os.X_OK) for b in peer_bins):
+        log("building the peer programs: perf/compare/build_peers.sh %s" % args.build)
+        subprocess.run([os.path.join(HERE, "build_peers.sh"), args.build], check=True)
+
+    load_start = open("/proc/loadavg").read().split()[:3]
+    git = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(out_dir, "meta.txt"), "w") as f:
+        f.write("command: %s\n" % " ".join(shlex.quote(a) for a in sys.argv))
+        f.write("utc: %s\nweft: %s (git %s)\nhost: %s, %d cpus, load %s\n" % (
+            stamp, args.build, git, platform.node(), os.cpu_count(),
+            open("/proc/loadavg").read().strip()))
+        f.write("sizes: %s\nranks: %s\ncolls: %s\nlibs: %s\ntime per size: %.2fs\n" % (
+            ",".join(fmt_size(s) for s in sizes), ranks, colls, libs, args.time))
+
+    log("out: %s" % out_dir)
+    log("sizes %s..%s (%d), ranks %s, %s" % (fmt_size(sizes[0]), fmt_size(sizes[-1]), len(sizes),
+                                             ranks, ",".join(colls)))
+    mem_rows = measure_mem(args, runner, "start")
+    log("memcpy 2 threads: %s GB/s traffic" % mem_best(mem_rows, "memcpy", 2, "traffic_GBps"))
+
+    results = []
+    for coll in colls:
+        for n in ranks:
+            csizes = [s for s in sizes if elements(coll, s, n) > 0]
+            for lib in libs:
+                t0 = time.time()
+                if lib == "weft":
+                    got = measure_weft(args, runner, coll, n, csizes)
+                else:
+                    got = []
+                    for algo, cmd in peer_commands(args, lib, coll, n, csizes):
+                        name = "%s_%s_n%d%s" % (lib, coll, n, "" if algo == "default" else "_" + algo)
+                        ok, out = runner.run(name, cmd, peer_timeout(args, csizes))
+                        got += parse_peer(out, lib)
+                    if not got and lib == "gloo" and coll not in GLOO_ALGOS:
+                        continue  # no gloo call for it
+                wrong = sum(int(r["wrong"] or 0) for r in got)
+                log("%-13s n=%d %-8s %3d rows %5.1fs%s" % (
+                    coll, n, lib, len(got), time.time() - t0,
+                    "  WRONG RESULTS: %d" % wrong if wrong else ""))
+                results += got
+    mem_rows += measure_mem(args, runner, "end")
+
+    write_csv(os.path.join(out_dir, "results.csv"), RESULT_FIELDS, results)
+    write_csv(os.path.join(out_dir, "mem.csv"), MEM_FIELDS, mem_rows)
+    load_end = open("/proc/loadavg").read().split()[:3]
+    with open(os.path.join(out_dir, "header.txt"), "w") as f:
+        f.write("# Weft vs peers, %s UTC, sizes %s..%s, ranks %s (one run; busbw in GB/s = 1e9 B/s)\n"
+                % (stamp, fmt_size(sizes[0]), fmt_size(sizes[-1]), ",".join(map(str, ranks))))
+        f.write("# %d cpus; load average %s at the start, %s at the end; %.0f s; Weft git %s\n" % (
+            os.cpu_count(), " ".join(load_start), " ".join(load_end), time.time() - log.t0, git))
+    with open(os.path.join(out_dir, "failures.txt"), "w") as f:
+        f.write("".join(x + "\n" for x in runner.failures))
+    report(out_dir, log, not args.no_plots)
+    log("done: %s" % out_dir)
+    wrong = any(not good(r) for r in results)
+    return 1 if wrong or runner.failures else 0
+
+
+RESULT_FIELDS = ["lib", "algo", "label", "coll", "nranks", "bytes", "time_us", "algbw", "busbw",
+                 "wrong", "iters"]
+MEM_FIELDS = ["when", "test", "threads", "bytes", "reps", "time_us", "copy_GBps", "bw_GBps",
+              "traffic_GBps"]
+
+
+def write_csv(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("%.6g" % r[k] if isinstance(r.get(k), float) else r.get(k, ""))
+                        for k in fields})
+
+
+def read_results(path):
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            for k in ("nranks", "bytes", "iters"):
+                r[k] = int(r[k])
+            for k in ("time_us", "algbw", "busbw"):
+                r[k] = float(r[k])
+            r["wrong"] = int(r["wrong"]) if r["wrong"] != "" else ""
+            rows.append(r)
+    return rows
+
+
+def report(out_dir, log, plots):
+    """Tables (stdout, tables.txt, summary.md) and plots from the files of one run."""
+    results = read_results(os.path.join(out_dir, "results.csv"))
+    with open(os.path.join(out_dir, "mem.csv"), newline="") as f:
+        mem_rows = list(csv.DictReader(f))
+    def lines(name):
+        path = os.path.join(out_dir, name)
+        return open(path).read().splitlines() if os.path.exists(path) else []
+
+    text = lines("header.txt") + [""]
+    failures = lines("failures.txt")
+    colls = [c for c in COLLS if any(r["coll"] == c for r in results)]
+    ranks = sorted({r["nranks"] for r in results})
+    by = index_results(results)
+
+    reps = sorted({r.get("reps") or "?" for r in mem_rows})
+    text.append("## Memory (mem_bench, 256 MiB, best of %s; at the start and the end of the run)"
+                % ",".join(reps))
+    for r in mem_rows:
+        text.append("%-5s %-6s %d thread%s: %7s GB/s %-13s %7s GB/s memory traffic" % (
+            r["when"], r["test"], int(r["threads"]), "s" if int(r["threads"]) > 1 else " ",
+            r.get("copy_GBps") or r.get("bw_GBps"),
+            "copied," if r["test"] == "memcpy" else "(bytes of a),", r["traffic_GBps"]))
+    text.append("")
+    for coll in colls:
+        for n in ranks:
+            if (coll, n) in by:
+                text += ratio_table(coll, n, by[(coll, n)]) + [""]
+    blines, bound = bound_lines(by, mem_rows)
+    text += blines + [""]
+    text.append("## Summary (Weft out-of-place; best peer per size; ratio > 1: Weft faster)")
+    text += summary_table(by, colls, ranks) + [""]
+    if failures:
+        text.append("## Failed runs")
+        text += ["- " + x for x in failures] + [""]
+    out = "\n".join(text)
+    print(out)
+    with open(os.path.join(out_dir, "tables.txt"), "w") as f:
+        f.write(out + "\n")
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write("\n".join(summary_table(by, colls, ranks)) + "\n")
+    if plots:
+        paths = plot(by, out_dir, bound, log)
+        log("%d plots in %s" % (len(paths), out_dir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

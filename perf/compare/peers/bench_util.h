@@ -1,0 +1,206 @@
+// Shared by the peer benchmarks of perf/compare (mpi_bench, gloo_bench): the options, the size
+// sweep, how many iterations a size gets, the values each rank sends and expects, and the one
+// machine-readable line printed per size.
+//
+// Sizes follow nccl-tests: allreduce/broadcast = the buffer; allgather = the total output;
+// reducescatter = the total input; alltoall = the total a rank sends. busbw = algbw * factor with
+// nccl-tests' factors. Values are small integer-valued floats, so every result is exact.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cmp {
+
+enum class Coll { allreduce, allgather, reducescatter, broadcast, alltoall };
+
+inline Coll parseColl(const std::string& s) {
+  if (s == "allreduce") return Coll::allreduce;
+  if (s == "allgather") return Coll::allgather;
+  if (s == "reducescatter") return Coll::reducescatter;
+  if (s == "broadcast") return Coll::broadcast;
+  if (s == "alltoall") return Coll::alltoall;
+  throw std::invalid_argument("unknown collective '" + s + "'");
+}
+
+inline const char* collName(Coll c) {
+  switch (c) {
+    case Coll::allreduce:
+      return "allreduce";
+    case Coll::allgather:
+      return "allgather";
+    case Coll::reducescatter:
+      return "reducescatter";
+    case Coll::broadcast:
+      return "broadcast";
+    case Coll::alltoall:
+      return "alltoall";
+  }
+  return "?";
+}
+
+inline double busFactor(Coll c, int n) {
+  switch (c) {
+    case Coll::allreduce:
+      return 2.0 * (n - 1) / n;
+    case Coll::broadcast:
+      return 1.0;
+    default:
+      return double(n - 1) / n;
+  }
+}
+
+// Element count of the size's reference buffer (see the header comment); the split collectives
+// need a multiple of nranks. Zero: the size is skipped.
+inline size_t totalCount(Coll c, size_t bytes, int n) {
+  size_t count = bytes / sizeof(float);
+  if (c == Coll::allgather || c == Coll::reducescatter || c == Coll::alltoall) count -= count % n;
+  return count;
+}
+
+// Rank r's input element i: small integers, distinct per rank, exact in float for any sum here.
+inline float inputValue(int r, size_t i) { return float((r + 1) * 10 + int(i % 7)); }
+inline float sumValue(int n, size_t i) { return float(10 * n * (n + 1) / 2 + n * int(i % 7)); }
+
+inline size_t parseBytes(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  switch (end && *end ? *end : ' ') {
+    case 'K':
+    case 'k':
+      v *= 1024.0;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024.0 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
+  }
+  return size_t(v);
+}
+
+struct Options {
+  std::string coll = "allreduce";
+  std::string algo;           // gloo: ring | ring_chunked | halving_doubling (allreduce)
+  std::vector<size_t> sizes;  // -s list, else -b/-e/-f
+  size_t minBytes = 8, maxBytes = 128u << 20, factor = 2;
+  double budget = 0.3;  // -T: seconds of timed work per size (probe + warmup + iters)
+  int minIters = 3, maxIters = 500, maxWarmup = 10;
+  int nranks = 2;  // gloo: ranks to fork
+};
+
+inline void usage(const char* prog, bool gloo) {
+  std::fprintf(stderr,
+               "usage: %s -o allreduce|allgather|reducescatter|broadcast|alltoall%s\n"
+               "  [-b min] [-e max] [-f factor] | [-s size,size,...]   (K/M/G suffixes)\n"
+               "  [-T seconds per size (0.3)] [-m min iters (3)] [-n max iters (500)] "
+               "[-w max warmup (10)]\n",
+               prog, gloo ? " [-a ring|ring_chunked|halving_doubling] [-p nranks]" : "");
+}
+
+inline Options parseOptions(int argc, char** argv, bool gloo) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(argv[0], gloo);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      usage(argv[0], gloo);
+      std::exit(2);
+    }
+    std::string v = argv[++i];
+    if (a == "-o")
+      o.coll = v;
+    else if (a == "-a" && gloo)
+      o.algo = v;
+    else if (a == "-p" && gloo)
+      o.nranks = std::atoi(v.c_str());
+    else if (a == "-b")
+      o.minBytes = parseBytes(v);
+    else if (a == "-e")
+      o.maxBytes = parseBytes(v);
+    else if (a == "-f")
+      o.factor = std::max<size_t>(2, std::atoi(v.c_str()));
+    else if (a == "-T")
+      o.budget = std::atof(v.c_str());
+    else if (a == "-m")
+      o.minIters = std::max(1, std::atoi(v.c_str()));
+    else if (a == "-n")
+      o.maxIters = std::max(1, std::atoi(v.c_str()));
+    else if (a == "-w")
+      o.maxWarmup = std::max(0, std::atoi(v.c_str()));
+    else if (a == "-s") {
+      size_t pos = 0;
+      while (pos <= v.size()) {
+        size_t comma = v.find(',', pos);
+        if (comma == std::string::npos) comma = v.size();
+        if (comma > pos) o.sizes.push_back(parseBytes(v.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    } else {
+      usage(argv[0], gloo);
+      std::exit(2);
+    }
+  }
+  if (o.sizes.empty())
+    for (size_t s = std::max<size_t>(1, o.minBytes); s <= o.maxBytes; s *= o.factor)
+      o.sizes.push_back(s);
+  try {
+    parseColl(o.coll);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    usage(argv[0], gloo);
+    std::exit(2);
+  }
+  return o;
+}
+
+inline double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Each size starts with two calls: the first untimed (first touch, connection set-up), the second
+// timed on every rank: the probe. The slowest rank's probe time picks the iterations that fill the
+// budget, within [minIters, maxIters], and a further warmup of about a tenth of that (none when
+// only a few iterations fit: the two probe calls warmed up already).
+struct Plan {
+  int warmup, iters;
+};
+inline Plan planIterations(const Options& o, double probe) {
+  probe = std::max(probe, 1e-7);
+  double fit = o.budget / probe;
+  int iters = int(std::clamp(fit * 0.8, double(o.minIters), double(o.maxIters)));
+  int warmup = fit < 8 ? 0 : std::min(iters / 10, o.maxWarmup);
+  return {warmup, iters};
+}
+
+// The line compare.py parses. bytes as in the header comment; time = the slowest rank's loop time
+// divided by the iterations; GB/s = 1e9 bytes/s.
+inline void printRow(const char* lib, const std::string& algo, Coll c, int n, size_t bytes,
+                     double seconds, long wrong, int iters) {
+  double us = seconds * 1e6;
+  double algbw = double(bytes) / seconds / 1e9;
+  std::printf(
+      "@row lib=%s algo=%s coll=%s nranks=%d bytes=%zu time_us=%.3f algbw=%.6g busbw=%.6g "
+      "wrong=%ld iters=%d\n",
+      lib, algo.empty() ? "default" : algo.c_str(), collName(c), n, bytes, us, algbw,
+      algbw * busFactor(c, n), wrong, iters);
+  std::fflush(stdout);
+}
+
+}  // namespace cmp
