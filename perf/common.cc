@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/mpi.h"
 #include "perf/report.h"
 #include "perf/world.h"
 #include "weft/weft.h"
@@ -923,7 +924,9 @@ int Driver::run() {
 
   // The unique id: made here when alone, else shared through the file weftrun names.
   try {
-    if (world_.count > 1) {
+    if (world_.count > 1 && mpiShareUniqueId(world_, &id_)) {
+      // Started by mpirun/srun: the id went out with MPI_Bcast.
+    } else if (world_.count > 1) {
       const char* path = std::getenv("WEFT_ID_FILE");
       if (!path || !*path)
         throw std::runtime_error(
@@ -991,13 +994,15 @@ int perfMain(int argc, char** argv, const Collective& coll) {
   if (status >= 0) return status;
   ProcessWorld world;
   try {
-    world = discoverWorld();
+    if (!mpiStart(&argc, &argv, &world)) world = discoverWorld();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
   }
   Driver driver(opt, world, coll, program);
-  return driver.run();
+  int code = driver.run();
+  mpiStop();
+  return code;
 }
 
 }  // namespace weft::perf

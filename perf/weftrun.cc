@@ -3,6 +3,12 @@
 // SIGINT/SIGTERM to them, and stops them all when one fails.
 //
 //   weftrun -n N [--tag-output | --separate-output DIR] [--timeout SEC] prog args...
+//   weftrun [-n N] -H host1:slots,host2:slots [--netns] ... prog args...
+//
+// -H places ranks on hosts in order, filling each host's slots. Only this machine can be a host
+// ("localhost" or its name), unless --netns makes every host a network namespace of this machine
+// (ip netns add NAME; see tests/netns/netns.sh): each rank then runs inside its host's namespace
+// with WEFT_HOST_ID=host, so the ranks of different hosts talk tcp like separate machines.
 //
 // Exit status: 0 when every process exits 0, else the first failure's status (128 + signal for
 // a process killed by a signal, 124 for --timeout, 127 when prog cannot be run).
@@ -13,6 +19,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <ifaddrs.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,8 +43,15 @@ void onSignal(int sig) { gSignal = sig; }
 
 enum class Output { kPassThrough, kTag, kSeparate };
 
+struct Host {
+  std::string name;
+  int slots = 1;
+};
+
 struct Options {
   int n = 0;
+  std::vector<Host> hosts;  // -H; empty: every rank on this host
+  bool netns = false;
   Output output = Output::kPassThrough;
   std::string dir;  // --separate-output
   double timeout = 0;
@@ -63,7 +78,10 @@ void usage(FILE* f) {
                "  -n, -np N              processes to start on this host\n"
                "  --tag-output           prefix every output line with \"[rank] \"\n"
                "  --separate-output DIR  write each process's output to DIR/rank.N.log\n"
-               "  --timeout SEC          stop everything after SEC seconds (exit status 124)\n");
+               "  --timeout SEC          stop everything after SEC seconds (exit status 124)\n"
+               "  -H h1:s1,h2:s2,...     place ranks on hosts, s slots each (default -n: all "
+               "slots)\n"
+               "  --netns                the hosts of -H are network namespaces of this machine\n");
 }
 
 bool parseArgs(int argc, char** argv, Options* o) {
@@ -86,6 +104,37 @@ bool parseArgs(int argc, char** argv, Options* o) {
         return false;
       }
       o->n = static_cast<int>(n);
+    } else if (a == "-H" || a == "--host") {
+      const char* v = value("-H");
+      if (!v) return false;
+      std::string list = v;
+      size_t pos = 0;
+      while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                         : comma - pos);
+        Host h;
+        size_t colon = item.rfind(':');
+        h.name = item.substr(0, colon);
+        if (colon != std::string::npos) {
+          char* end = nullptr;
+          long slots = std::strtol(item.c_str() + colon + 1, &end, 10);
+          if (*end || slots < 1 || slots > 4096) {
+            std::fprintf(stderr, "weftrun: bad slot count in '%s'\n", item.c_str());
+            return false;
+          }
+          h.slots = static_cast<int>(slots);
+        }
+        if (h.name.empty()) {
+          std::fprintf(stderr, "weftrun: empty host name in -H %s\n", v);
+          return false;
+        }
+        o->hosts.push_back(h);
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+    } else if (a == "--netns") {
+      o->netns = true;
     } else if (a == "--tag-output") {
       o->output = Output::kTag;
     } else if (a == "--separate-output" || a.rfind("--separate-output=", 0) == 0) {
@@ -117,11 +166,111 @@ bool parseArgs(int argc, char** argv, Options* o) {
       break;
     }
   }
+  int slots = 0;
+  for (const Host& h : o->hosts) slots += h.slots;
+  if (!o->hosts.empty()) {
+    if (o->n == 0) o->n = slots;
+    if (o->n > slots) {
+      std::fprintf(stderr, "weftrun: %d processes but only %d slots in -H\n", o->n, slots);
+      return false;
+    }
+  }
+  if (o->netns && o->hosts.empty()) {
+    std::fprintf(stderr, "weftrun: --netns needs -H\n");
+    return false;
+  }
   if (o->n < 1 || o->progIndex < 0) {
     usage(stderr);
     return false;
   }
   return true;
+}
+
+void writeAll(int fd, const char* p, size_t len);
+
+// Where rank r runs: its host index, its index on that host and the host's rank count.
+struct Placement {
+  int host = 0, local = 0, localSize = 1;
+};
+std::vector<Placement> place(const Options& o) {
+  std::vector<Placement> out(static_cast<size_t>(o.n));
+  if (o.hosts.empty()) {
+    for (int r = 0; r < o.n; ++r) out[r] = {0, r, o.n};
+    return out;
+  }
+  std::vector<int> used(o.hosts.size(), 0);
+  int r = 0;
+  for (size_t h = 0; h < o.hosts.size() && r < o.n; ++h)
+    for (int s = 0; s < o.hosts[h].slots && r < o.n; ++s, ++r) out[r] = {int(h), used[h]++, 0};
+  for (auto& p : out) p.localSize = used[p.host];
+  return out;
+}
+
+// Joins network namespace `name` (a name under /var/run/netns, or a path).
+bool enterNetns(const std::string& name) {
+  std::string path = name.find('/') == std::string::npos ? "/var/run/netns/" + name : name;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    std::fprintf(stderr, "weftrun: no network namespace %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  int r = ::setns(fd, CLONE_NEWNET);
+  int e = errno;
+  ::close(fd);
+  if (r != 0) {
+    std::fprintf(stderr, "weftrun: cannot enter network namespace %s: %s\n", path.c_str(),
+                 std::strerror(e));
+    return false;
+  }
+  return true;
+}
+
+// The first non-loopback IPv4 address of the current network namespace, else 127.0.0.1.
+std::string firstAddress() {
+  ifaddrs* list = nullptr;
+  std::string out = "127.0.0.1";
+  if (::getifaddrs(&list) != 0) return out;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    auto* a = reinterpret_cast<sockaddr_in*>(i->ifa_addr);
+    if (ntohl(a->sin_addr.s_addr) >> 24 == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+    out = text;
+    break;
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
+// MASTER_ADDR for the ranks: where rank 0 is reachable from every host.
+std::string masterAddress(const Options& o) {
+  if (!o.netns) return "127.0.0.1";
+  int pipeFd[2];
+  if (::pipe(pipeFd) != 0) return "127.0.0.1";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(pipeFd[0]);
+    std::string a = enterNetns(o.hosts[0].name) ? firstAddress() : "";
+    writeAll(pipeFd[1], a.data(), a.size());
+    std::_Exit(0);
+  }
+  ::close(pipeFd[1]);
+  std::string a;
+  char buf[64];
+  ssize_t r;
+  while ((r = ::read(pipeFd[0], buf, sizeof buf)) > 0) a.append(buf, static_cast<size_t>(r));
+  ::close(pipeFd[0]);
+  ::waitpid(pid, nullptr, 0);
+  return a;
+}
+
+// -H names this machine?
+bool isThisHost(const std::string& name) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return name == "localhost" || name == "127.0.0.1" || name == host;
 }
 
 // A TCP port on 127.0.0.1 that was free a moment ago (for MASTER_PORT).
@@ -200,21 +349,29 @@ void drain(Stream& s, int rank) {
   }
 }
 
-[[noreturn]] void execChild(const Options& o, char** argv, int rank, const std::string& idFile,
-                            int port, int outFd, int errFd) {
+[[noreturn]] void execChild(const Options& o, char** argv, int rank, const Placement& at,
+                            const std::string& master, const std::string& idFile, int port,
+                            int outFd, int errFd) {
   auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
   const std::string r = std::to_string(rank), n = std::to_string(o.n);
+  const std::string local = std::to_string(at.local), localSize = std::to_string(at.localSize);
   set("WEFT_RANK", r);
   set("WEFT_WORLD_SIZE", n);
-  set("WEFT_LOCAL_RANK", r);
-  set("WEFT_LOCAL_SIZE", n);
+  set("WEFT_LOCAL_RANK", local);
+  set("WEFT_LOCAL_SIZE", localSize);
   set("RANK", r);
   set("WORLD_SIZE", n);
-  set("LOCAL_RANK", r);
-  set("LOCAL_WORLD_SIZE", n);
-  set("MASTER_ADDR", "127.0.0.1");
+  set("LOCAL_RANK", local);
+  set("LOCAL_WORLD_SIZE", localSize);
+  set("MASTER_ADDR", master);
   set("MASTER_PORT", std::to_string(port));
   set("WEFT_ID_FILE", idFile);
+  if (o.netns) {
+    // A host of its own: its own network namespace and host identity.
+    const std::string& host = o.hosts[static_cast<size_t>(at.host)].name;
+    if (!enterNetns(host)) std::_Exit(127);
+    set("WEFT_HOST_ID", host);
+  }
   if (outFd >= 0) ::dup2(outFd, STDOUT_FILENO);
   if (errFd >= 0) ::dup2(errFd, STDERR_FILENO);
   if (outFd > STDERR_FILENO) ::close(outFd);
@@ -247,6 +404,17 @@ int main(int argc, char** argv) {
   const std::string runDir = dirBuf.data();
   const std::string idFile = runDir + "/unique_id";
   const int port = freePort();
+  for (const Host& h : o.hosts)
+    if (!o.netns && !isThisHost(h.name)) {
+      std::fprintf(stderr,
+                   "weftrun: host '%s' is not this machine; weftrun starts processes here only "
+                   "(use --netns for namespaces, or mpirun/srun across machines)\n",
+                   h.name.c_str());
+      ::rmdir(runDir.c_str());
+      return 2;
+    }
+  const std::vector<Placement> placement = place(o);
+  const std::string master = masterAddress(o);
   if (o.output == Output::kSeparate && !makeDirs(o.dir)) {
     std::fprintf(stderr, "weftrun: cannot create %s: %s\n", o.dir.c_str(), std::strerror(errno));
     ::rmdir(runDir.c_str());
@@ -313,8 +481,10 @@ int main(int argc, char** argv) {
       ::sigaction(SIGINT, &dfl, nullptr);
       ::sigaction(SIGTERM, &dfl, nullptr);
       ::sigprocmask(SIG_SETMASK, &saved, nullptr);
-      if (o.output == Output::kTag) execChild(o, argv, rank, idFile, port, outPipe[1], errPipe[1]);
-      execChild(o, argv, rank, idFile, port, logFd, logFd);
+      const Placement& at = placement[static_cast<size_t>(rank)];
+      if (o.output == Output::kTag)
+        execChild(o, argv, rank, at, master, idFile, port, outPipe[1], errPipe[1]);
+      execChild(o, argv, rank, at, master, idFile, port, logFd, logFd);
     }
     c.pid = pid;
     c.running = true;

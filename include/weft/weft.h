@@ -26,6 +26,17 @@ ncclResult_t weftStreamSynchronize(cudaStream_t stream);
 /* ncclSuccess when the stream is idle, ncclInProgress while work is pending, else an error. */
 ncclResult_t weftStreamQuery(cudaStream_t stream);
 
+/*
+ * Creates this rank's communicator from a torchrun-style environment: RANK, WORLD_SIZE,
+ * MASTER_ADDR and MASTER_PORT (WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR and WEFT_MASTER_PORT
+ * take precedence; LOCAL_RANK / WEFT_LOCAL_RANK is checked and logged). No unique id travels:
+ * rank 0 serves the rendezvous on MASTER_ADDR:MASTER_PORT (set WEFT_MASTER_PORT when
+ * torch.distributed already has a store on MASTER_PORT) and every rank derives the same id.
+ * Set WEFT_JOB_SECRET to the same private string on every rank to keep strangers out; without
+ * it, anyone who can reach the port and knows the job's size may join, as with torchrun's store.
+ */
+ncclResult_t weftCommInitFromEnv(ncclComm_t* comm);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
