@@ -2,7 +2,8 @@
 # Installs the Debian packages Weft's build and tests need, only when something is missing.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml-dev
-      libgtest-dev googletest python3 graphviz clang)
+      libgtest-dev googletest python3 graphviz clang
+      iproute2)  # ip/tc for the network-namespace tests (label netns)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
