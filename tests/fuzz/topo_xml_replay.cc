@@ -1,6 +1,8 @@
-// Runs the topology XML property (topo_xml_check.h) over a seed corpus and a deterministic set of
-// malformed variants of it (truncations, byte flips, hostile shapes), so the malformed-input
-// coverage runs in every build, with or without libFuzzer. Arguments: files or directories.
+// Runs the topology XML property (topo_xml_check.h) and the exchange-blob property
+// (topo_blob_check.h) over a seed corpus and a deterministic set of malformed variants of it
+// (truncations, byte flips, hostile shapes), so the malformed-input coverage runs in every build,
+// with or without libFuzzer. Arguments: files or directories (*.xml: topology XML; *.txt: rank
+// blobs separated by "\n--rank--\n").
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/topo_blob_check.h"
 #include "tests/fuzz/topo_xml_check.h"
 
 namespace {
@@ -27,8 +30,8 @@ std::vector<std::string> listInputs(const std::string& path) {
   if (DIR* d = opendir(path.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string name = e->d_name;
-      if (name.size() > 4 && name.substr(name.size() - 4) == ".xml")
-        out.push_back(path + "/" + name);
+      std::string ext = name.size() > 4 ? name.substr(name.size() - 4) : "";
+      if (ext == ".xml" || ext == ".txt") out.push_back(path + "/" + name);
     }
     closedir(d);
   }
@@ -124,10 +127,20 @@ int main(int argc, char** argv) {
                         text.substr(0, b + 6) + text.substr(a, b + 6 - a) + text.substr(b + 6)});
   }
   for (const auto& h : hostileInputs()) inputs.push_back({"hostile", h});
+  // Every XML seed as the topology two hosts exchange, with GPU and CPU endpoints.
+  for (size_t s = 0; s < seeds; ++s) {
+    if (inputs[s].first.find(".xml") == std::string::npos) continue;
+    std::string xml = inputs[s].second;
+    inputs.push_back({inputs[s].first + " as blobs.txt",
+                      "weft-topo 1\n1\ncpu:0\nprobe\n" + xml + "\n--rank--\nweft-topo 1\n2\n" +
+                          "gpu:0000:06:00.0\nprobe\n" + xml +
+                          "\n--rank--\nweft-topo 1\n2\ncpu:1\nx\n" + xml});
+  }
   size_t parsed = 0;
   for (const auto& [name, bytes] : inputs) {
     try {
-      parsed += weft::fuzz::checkTopologyXml(bytes);
+      bool blobs = name.find(".txt") != std::string::npos;
+      parsed += blobs ? weft::fuzz::checkTopologyBlobs(bytes) : weft::fuzz::checkTopologyXml(bytes);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: unexpected exception: %s\n", name.c_str(), e.what());
       return 1;
