@@ -212,6 +212,14 @@ exec::Work Communicator::collectiveWork(const Call& call) {
                scratch->data()};
   w.keep = scratch;
   w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call));
+  // An in-place call of a plan not built for it (alltoall) has no ordering between what it sends
+  // and what it overwrites: sending by reference there could wait on itself (see Work).
+  if (!p.inPlaceSafe) {
+    const plan::BufferSizes sz = plan::bufferSizes(spec, rank_);
+    const char* in = static_cast<const char*>(call.send);
+    const char* out = static_cast<const char*>(call.recv);
+    if (in && out && in < out + sz.output * es && out < in + sz.input * es) w.byReference = false;
+  }
 
   // Lower the operator: Avg is PreMulSum(1/n) on floats and Sum-then-divide on integers.
   if (call.op >= kNumBuiltinOps) {
