@@ -22,6 +22,7 @@ const std::vector<Knob>& knobs() {
       {"WEFT_SLOTS", nullptr, "8", "slots per connection FIFO and direction"},
       {"WEFT_RDV_BYTES", nullptr, "32768", "slices at least this large go by reference (zero-copy in a process, one kernel copy across processes)"},
       {"WEFT_SPIN_US", nullptr, "20", "microseconds a waiting rank spins before it yields and sleeps"},
+      {"WEFT_SHM_CMA", nullptr, "0", "1 lets shm receivers read large slices straight from the sender (process_vm_readv) instead of through slots"},
       {"NCCL_SHM_DISABLE", "WEFT_SHM_DISABLE", "0", "1 disables the shared-memory transport"},
       {"WEFT_LOCAL_DISABLE", nullptr, "0", "1 disables the in-process transport (ranks in one process then use shm)"},
       {"NCCL_P2P_DISABLE", "WEFT_P2P_DISABLE", "0", "1 disables direct peer-memory transports (in host mode: the in-process one; ranks fall back to shm)"},

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -29,7 +30,8 @@ using namespace weft::topo;
 
 const char* kUsage =
     "usage: weft-topo [options]\n"
-    "  --load FILE       read NCCL topology XML instead of probing this host\n"
+    "  --load FILE       read NCCL topology XML instead of probing this host (default:\n"
+    "                    NCCL_TOPO_FILE when set)\n"
     "  --probes LIST     probes to run: all, none, hwloc,sysfs,ibverbs,nvml,cuda or ^list\n"
     "  --rates NAME      link rate table: nominal (default) or nccl\n"
     "  --no-tree         do not print the tree\n"
@@ -136,6 +138,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // Like the library: NCCL_TOPO_FILE stands in for the probes unless --load says otherwise.
+  if (load.empty())
+    if (const char* f = std::getenv("NCCL_TOPO_FILE"); f && *f) load = f;
   try {
     std::shared_ptr<const Topology> topo;
     std::vector<probe::Report> reports;

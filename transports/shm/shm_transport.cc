@@ -49,7 +49,9 @@ class ShmTransport : public Transport {
       return Status::kSuccess;
     };
     void* mem = seg->data();
-    return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, RemoteMode::kCma);
+    // Single-copy reads measured slower than copying through slots on this VM (perf/README.md).
+    RemoteMode remote = env::getInt("WEFT_SHM_CMA") ? RemoteMode::kCma : RemoteMode::kNone;
+    return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, remote);
   }
 };
 

@@ -17,9 +17,9 @@ struct ToolRun {
   std::string out;
 };
 
-ToolRun run(const std::string& args) {
+ToolRun run(const std::string& args, const std::string& env = "") {
   ToolRun r;
-  std::string cmd = std::string(WEFT_TOPO_TOOL) + " " + args + " 2>&1";
+  std::string cmd = env + " " + std::string(WEFT_TOPO_TOOL) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -64,6 +64,9 @@ TEST_F(TopoTool, TreeMatrixAndPathsOfAReferenceMachine) {
   r = run("--load " + testing::golden("dgx1-v100.xml") +
           " --rates nccl --no-tree --path gpu0 gpu1");
   EXPECT_NE(r.out.find("gpu0 -> gpu1: NVL 40 GB/s"), std::string::npos) << r.out;
+  // NCCL_TOPO_FILE stands in for the probes, as in the library.
+  r = run("--no-tree --path gpu1 gpu7", "NCCL_TOPO_FILE=" + testing::golden("dgx1-v100.xml"));
+  EXPECT_NE(r.out.find("gpu1 -> gpu7: NVB 25 GB/s"), std::string::npos) << r.out;
 }
 
 TEST_F(TopoTool, WritesXmlDotAndPng) {
