@@ -121,6 +121,14 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
     });
 
+// The single-copy path (receivers read large slices from the sender with process_vm_readv).
+TEST(ProcessesCma, Grid) {
+  setenv("WEFT_SHM_CMA", "1", 1);
+  auto codes = runProcesses(3, 1, grid, "ring");
+  unsetenv("WEFT_SHM_CMA");
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {
   setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
   auto start = std::chrono::steady_clock::now();
