@@ -206,16 +206,23 @@ SystemTopology assembleSystem(const std::vector<std::string>& blobs,
   // Slowest rank-to-rank paths, one search per distinct rank node.
   std::set<int> ends(s.rankNode_.begin(), s.rankNode_.end());
   double minIntra = 0, minInter = 0;
+  PathType intraType = PathType::kLoc, interType = PathType::kNet;
   for (int a : ends) {
     std::vector<Path> paths = graph->pathsFrom(a);
     for (int r = 0; r < nranks; ++r) {
       int b = s.rankNode_[r];
       double bw = b == a ? kLocalBw : paths[b].bw;
+      PathType type = b == a ? PathType::kLoc : paths[b].type;
       bool sameHost = graph->node(a).host == graph->node(b).host;
       double& m = sameHost ? minIntra : minInter;
-      if (m == 0 || bw < m) m = bw;
+      if (m == 0 || bw < m) {
+        m = bw;
+        (sameHost ? intraType : interType) = type;
+      }
     }
   }
+  s.minIntraType_ = intraType;
+  s.minInterType_ = interType;
   // Pairs exist only when two ranks share / do not share a host.
   std::map<int, int> perHost;
   for (int h : s.rankHost_) perHost[h]++;
@@ -335,9 +342,13 @@ std::string SystemTopology::summary() const {
     }
     o << "\n";
   }
-  o << "  slowest rank-to-rank path: within a host "
-    << (minIntra_ > 0 ? formatBandwidth(minIntra_) : std::string("(no pair)")) << ", across hosts "
-    << (minInter_ > 0 ? formatBandwidth(minInter_) : std::string("(no pair)")) << "\n";
+  auto slowest = [](double bw, PathType type) {
+    if (bw <= 0) return std::string("(no pair)");
+    if (type == PathType::kLoc) return std::string("LOC (the ranks share a node)");
+    return std::string(pathTypeName(type)) + " " + formatBandwidth(bw);
+  };
+  o << "  slowest rank-to-rank path: within a host " << slowest(minIntra_, minIntraType_)
+    << ", across hosts " << slowest(minInter_, minInterType_) << "\n";
   return o.str();
 }
 

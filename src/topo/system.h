@@ -50,6 +50,7 @@ class SystemTopology {
   std::vector<int> rankHost_, rankNode_;
   std::string source_;
   double minIntra_ = 0, minInter_ = 0;
+  PathType minIntraType_ = PathType::kLoc, minInterType_ = PathType::kNet;
 };
 
 // What this rank contributes.

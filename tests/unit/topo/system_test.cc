@@ -158,7 +158,8 @@ TEST(TopoSystem, TwoHostsOfGpuRanks) {
   std::string sum = s.summary();
   EXPECT_NE(sum.find("2 host(s), 16 rank(s)"), std::string::npos) << sum;
   EXPECT_NE(sum.find("host1: ranks 8-15, one per gpu (gpu0..gpu7)"), std::string::npos) << sum;
-  EXPECT_NE(sum.find("across hosts 24 GB/s"), std::string::npos) << sum;
+  EXPECT_NE(sum.find("within a host NVL 300 GB/s, across hosts NET 24 GB/s"), std::string::npos)
+      << sum;
   EXPECT_NE(sum.find("test host 0, test host 1"), std::string::npos) << sum;
   EXPECT_LE(std::count(sum.begin(), sum.end(), '\n'), 24) << "one screen";
 }
