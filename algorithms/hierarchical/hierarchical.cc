@@ -19,8 +19,12 @@ using plan::Step;
 using plan::StepRef;
 
 constexpr int kIntraUp = 0;    // lane/channel: towards the leader (reduce, gather)
-constexpr int kInter = 1;      // lane/channel: the leaders' ring
-constexpr int kIntraDown = 2;  // lane/channel: from the leader (broadcast, scatter)
+constexpr int kIntraDown = 1;  // lane/channel: from the leader (broadcast, scatter)
+constexpr int kInter = 2;      // first lane/channel of the leaders' rings
+// The leaders run this many rings side by side, taking rounds in turn: a ring lane waits for
+// each round's last message before it starts the next, so one ring alone leaves the network idle
+// for a round trip per round.
+constexpr int kInterRings = 2;
 
 // Ring steps move at most one FIFO slot (every leader sends before it receives).
 uint64_t ringStep(const Spec& spec, const Options& o) {
@@ -42,12 +46,13 @@ struct Me {
 // Lanes of one rank: created on first use so ranks without work in a phase have no lane.
 struct Lanes {
   Program& p;
-  int up = -1, inter = -1, down = -1;
+  int lane[kInter + kInterRings] = {-1, -1, -1, -1};
   int get(int which) {
-    int& l = which == kIntraUp ? up : which == kInter ? inter : down;
+    int& l = lane[which];
     if (l < 0) l = addLane(p, which);
     return l;
   }
+  int ring(uint64_t round) { return get(kInter + static_cast<int>(round % kInterRings)); }
 };
 
 // A piece of the data moved as one message; `len` 0 means absent.
@@ -90,7 +95,7 @@ Plan allReduce(const Spec& spec, const Options& o, const HostLayout& hl) {
     const int h = hl.host[r];
     Me me{h, hl.local[r], static_cast<int>(hl.members[h].size()), H, &hl.members[h]};
     const int next = hl.members[mod(h + 1, H)][0], prev = hl.members[mod(h - 1, H)][0];
-    for (uint64_t x = 0; x < spec.count; x += round) {
+    for (uint64_t x = 0, k0 = 0; x < spec.count; x += round, ++k0) {
       const uint64_t len = std::min(round, spec.count - x);
       // 1. Inside the host: the leader gets the host's sum of [x, x+len) in its output.
       StepRef reduced = chainReduce(p, lanes, me, inRef(x), outRef(x), len);
@@ -99,7 +104,7 @@ Plan allReduce(const Spec& spec, const Options& o, const HostLayout& hl) {
       if (me.i == 0 && H > 1) {
         const auto blk = splitEven(len, H, align);
         auto piece = [&](int b) { return Piece{outRef(x + blk[b]), blk[b + 1] - blk[b]}; };
-        const int lane = lanes.get(kInter);
+        const int lane = lanes.ring(k0);
         std::vector<StepRef> gate = {reduced};
         for (int k = 0; k < H; ++k) {
           Piece q = piece(mod(h - k - 1, H));
@@ -149,9 +154,10 @@ Plan allGather(const Spec& spec, const Options& o, const HostLayout& hl) {
     bool firstDown = true;
     // Rounds over (slice of a block, local index): host b's piece is slice x of the block of its
     // member j, absent where host b has no member j. Every rank walks the rounds in one order.
+    uint64_t roundNo = 0;
     for (uint64_t x = 0; x < cnt; x += step) {
       const uint64_t len = std::min(step, cnt - x);
-      for (int j = 0; j < maxL; ++j) {
+      for (int j = 0; j < maxL; ++j, ++roundNo) {
         auto piece = [&](int b) {
           const auto& mb = hl.members[b];
           return j < static_cast<int>(mb.size()) ? Piece{outRef(mb[j] * cnt + x), len} : Piece{};
@@ -161,7 +167,7 @@ Plan allGather(const Spec& spec, const Options& o, const HostLayout& hl) {
           if (j < me.L) ready.push_back(gathered[j]);
           // 2. The leaders' ring allgather of this round's pieces.
           if (H > 1) {
-            const int lane = lanes.get(kInter);
+            const int lane = lanes.ring(roundNo);
             Piece own = piece(h);
             if (own.len) ready = {add(p, lane, sendStep(next, own.ref, own.len), ready)};
             for (int k = 1; k < H; ++k) {
@@ -203,9 +209,10 @@ Plan reduceScatter(const Spec& spec, const Options& o, const HostLayout& hl) {
     const int next = hl.members[mod(h + 1, H)][0], prev = hl.members[mod(h - 1, H)][0];
     // Leaders reduce into scratch laid out like the input (block q at q * cnt).
     if (me.i == 0) p.scratchElems = static_cast<uint64_t>(spec.nranks) * cnt;
+    uint64_t roundNo = 0;
     for (uint64_t x = 0; x < cnt; x += step) {
       const uint64_t len = std::min(step, cnt - x);
-      for (int j = 0; j < maxL; ++j) {
+      for (int j = 0; j < maxL; ++j, ++roundNo) {
         auto rank = [&](int b) {
           const auto& mb = hl.members[b];
           return j < static_cast<int>(mb.size()) ? mb[j] : -1;
@@ -221,7 +228,7 @@ Plan reduceScatter(const Spec& spec, const Options& o, const HostLayout& hl) {
         StepRef done = reduced;
         // 2. The leaders' ring reduce-scatter: host b's piece ends, fully reduced, at leader b.
         if (me.i == 0 && H > 1) {
-          const int lane = lanes.get(kInter);
+          const int lane = lanes.ring(roundNo);
           std::vector<StepRef> gate = {reduced};
           for (int k = 0; k < H; ++k) {
             const int b = mod(h - k - 1, H);

@@ -3,7 +3,8 @@
 // ring among themselves over the network, and each leader hands the result back inside its host.
 // The network then carries the minimum a host must send and receive (2(H-1)/H of the data for an
 // allreduce over H hosts, against 2(P-1)/P for a flat ring over P ranks). The three phases run
-// on their own lanes (channels 0, 1, 2) and are pipelined chunk by chunk.
+// on their own lanes (channel 0 up to the leader, 1 down from it, 2 and 3 two leader rings taking
+// rounds in turn) and are pipelined chunk by chunk.
 #pragma once
 #include <vector>
 

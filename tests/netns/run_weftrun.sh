@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs `weftrun -H host0:S,host1:S,... --netns prog args` across K network-namespace hosts:
 #   run_weftrun.sh [--rate RATE] K SLOTS WEFTRUN prog [args...]
-# Exits 77 (skipped) where namespaces cannot be made.
+# Exits 77 (skipped) where namespaces cannot be made. WEFTRUN_TIMEOUT (seconds, default 240)
+# bounds the whole run.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 rate=()
@@ -13,5 +14,5 @@ exec "$here/netns.sh" run "$hosts" "${rate[@]}" -- bash -c '
   spec=""
   for h in $WEFT_NETNS_HOSTS; do spec="$spec${spec:+,}$h:$slots"; done
   weftrun="$1"; shift
-  exec "$weftrun" -H "$spec" --netns --timeout 240 "$@"
+  exec "$weftrun" -H "$spec" --netns --timeout "${WEFTRUN_TIMEOUT:-240}" "$@"
 ' run "$slots" "$@"

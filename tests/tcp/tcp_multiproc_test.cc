@@ -31,9 +31,15 @@ TEST_P(TcpProcesses, Grid) {
   auto [procs, perProc, algo] = GetParam();
   auto codes = forkRanks(procs, perProc, [](auto& comms, auto& ranks, int n) {
     return correctnessGrid(comms, ranks, n, "tcp ");
-  }, [algo = algo](int) {
+  }, [algo = algo](int p) {
     tcpOnly();
     setenv("NCCL_ALGO", algo, 1);
+    // 1 to 3 sockets per connection, differing between processes: the connecting (lower) rank's
+    // count rules, and large messages are striped.
+    setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(p % 3 + 1).c_str(), 1);
+    setenv("WEFT_TCP_MIN_PART", "8192", 1);
+    // And one or two progress threads, a connection's sockets spread over them.
+    setenv("NCCL_SOCKET_NTHREADS", std::to_string(p / 3 % 2 + 1).c_str(), 1);
   });
   for (int p = 0; p < procs; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }

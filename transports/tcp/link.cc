@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "src/common/clock.h"
+#include "src/common/env.h"
 #include "src/common/log.h"
 
 namespace weft::tcp {
@@ -38,6 +39,7 @@ bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 }  // namespace
 
 Link::Link(const LinkParams& p) : p_(p) {
+  executorReads_ = env::getInt("WEFT_TCP_POLL") != 0;
   p_.sockets = std::clamp<uint32_t>(p_.sockets, 1, kMaxSockets);
   sendBuf_.resize(p_.slots * p_.slotBytes);
   recvBuf_.resize(p_.slots * p_.slotBytes);
@@ -201,7 +203,18 @@ void Link::postFrom(const void* from, uint32_t bytes, uint32_t tag) {
 
 const void* Link::recvSlot(uint32_t* bytes, uint32_t* tag) {
   const uint64_t h = recvHead_.load(std::memory_order_relaxed);
-  if (h >= recvReady_.load(std::memory_order_acquire)) return nullptr;
+  if (h >= recvReady_.load(std::memory_order_acquire)) {
+    // Read the sockets from this thread rather than wait for a worker to wake up, read and wake
+    // us: on a busy machine the two hand-offs cost more than the reads.
+    if (!executorReads_ || failed_.load(std::memory_order_relaxed)) return nullptr;
+    for (size_t i = 0; i < socks_.size(); ++i) {
+      Sock& s = *socks_[i];
+      if (s.state.load(std::memory_order_relaxed) == static_cast<int>(SockState::kReady) &&
+          !s.eof && !s.parked.load(std::memory_order_relaxed))
+        drive(static_cast<int>(i));
+    }
+    if (h >= recvReady_.load(std::memory_order_acquire)) return nullptr;
+  }
   const RecvMeta& m = meta_[h % p_.slots];
   *bytes = m.total;
   *tag = m.tag;
@@ -273,7 +286,18 @@ void Link::service(int index, uint32_t events) {
     std::lock_guard<std::mutex> lock(s.sendMu);
     if (!writeSome(s)) return;
   }
-  readSome(index);
+  drive(index);
+}
+
+void Link::drive(int index) {
+  Sock& s = *socks_[index];
+  s.wantRead.store(true, std::memory_order_seq_cst);
+  while (s.wantRead.load(std::memory_order_seq_cst) &&
+         !s.reading.exchange(true, std::memory_order_acquire)) {
+    s.wantRead.store(false, std::memory_order_seq_cst);
+    readSome(index);
+    s.reading.store(false, std::memory_order_release);
+  }
 }
 
 void Link::finishConnect(Sock& s) {

@@ -106,6 +106,9 @@ class Link : public std::enable_shared_from_this<Link> {
     uint64_t lastSeq = 0;
     std::atomic<bool> parked{false};
     bool eof = false;  // the peer ended this socket at a frame boundary
+    // Who reads: a worker or the executor, one at a time (see drive()).
+    std::atomic<bool> reading{false};
+    std::atomic<bool> wantRead{false};
   };
   struct RecvMeta {
     uint64_t seq = UINT64_MAX;
@@ -120,6 +123,9 @@ class Link : public std::enable_shared_from_this<Link> {
   void finishConnect(Sock& s);
   // Writes what it can; sendMu held. False when the socket failed.
   bool writeSome(Sock& s);
+  // Reads what socket `index` has, from whichever thread calls; a reader that finds another
+  // already at work leaves it a note to read once more, so no readiness is lost.
+  void drive(int index);
   void readSome(int index);
   bool acceptFrame(Sock& s, std::string* why);
   void partReceived(Sock& s);
@@ -155,6 +161,7 @@ class Link : public std::enable_shared_from_this<Link> {
   mutable std::mutex whyMu_;
   std::string why_;
   uint64_t serial_ = 0;
+  bool executorReads_ = false;  // WEFT_TCP_POLL
   uint32_t helloSocketsSeen_ = 0;
 };
 
