@@ -33,6 +33,7 @@ const std::vector<Knob>& knobs() {
       {"WEFT_TCP_SOCKBUF", nullptr, "0", "tcp: SO_SNDBUF/SO_RCVBUF bytes per socket (0 keeps the kernel's autotuning)"},
       {"WEFT_TCP_MIN_PART", nullptr, "65536", "tcp: smallest stripe of a slot sent on one socket, in bytes"},
       {"WEFT_TCP_POLL", nullptr, "0", "tcp: 1 lets a waiting rank read its sockets itself instead of waiting for the progress thread"},
+      {"WEFT_TCP_LOWAT", nullptr, "1", "tcp: 1 sets SO_RCVLOWAT to the rest of a stripe, so the progress thread wakes once per stripe"},
       {"WEFT_HOST_ID", nullptr, "", "extra host identity mixed into the host hash (tells network-namespace hosts apart)"},
       {"WEFT_NET_GBPS", nullptr, "10", "bandwidth of one link between hosts in Gbit/s (algorithm choice only)"},
       {"WEFT_NET_LATENCY_US", nullptr, "30", "latency of one message between hosts in microseconds (algorithm choice only)"},

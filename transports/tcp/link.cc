@@ -155,6 +155,12 @@ void Link::attach(const Hello& hello, int fd) {
 
 void Link::registerSocket(int index) {
   Sock& s = *socks_[index];
+  // SO_RCVLOWAT above a quarter of the receive buffer could wait for data that cannot fit.
+  int rcvbuf = 0;
+  socklen_t len = sizeof(rcvbuf);
+  if (::getsockopt(s.fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) == 0 && rcvbuf > 0)
+    s.maxLowat = std::min<size_t>(256 << 10, static_cast<size_t>(rcvbuf) / 4);
+  if (!p_.lowat) s.maxLowat = 1;
   try {
     s.id = s.worker->add(s.fd, std::make_shared<SocketHandler>(shared_from_this(), index));
   } catch (const Error& e) {
@@ -411,7 +417,15 @@ void Link::readSome(int index) {
     ssize_t n = ::recv(s.fd, dst, want, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (wouldBlock(errno)) return;
+      if (wouldBlock(errno)) {
+        // Mid-payload, ask the kernel to report the socket readable only once the rest of the
+        // stripe is there: one wake-up per stripe instead of one per arriving segment.
+        int lowat = s.inPayload ? static_cast<int>(std::min(want, s.maxLowat)) : 1;
+        if (lowat != s.lowat &&
+            ::setsockopt(s.fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) == 0)
+          s.lowat = lowat;
+        return;
+      }
       fail(sysError("tcp: receive from " + peerName(), errno));
       return;
     }

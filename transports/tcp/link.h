@@ -38,6 +38,7 @@ struct LinkParams {
   bool active = false;          // this side opens the sockets (the lower rank)
   bootstrap::SocketAddress peerAddress;   // where the peer listens (active side)
   uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
+  bool lowat = true;            // wake the progress thread once per stripe (SO_RCVLOWAT)
 };
 
 class Link : public std::enable_shared_from_this<Link> {
@@ -109,6 +110,8 @@ class Link : public std::enable_shared_from_this<Link> {
     // Who reads: a worker or the executor, one at a time (see drive()).
     std::atomic<bool> reading{false};
     std::atomic<bool> wantRead{false};
+    int lowat = 1;           // SO_RCVLOWAT now set
+    size_t maxLowat = 1;     // largest SO_RCVLOWAT this socket may use
   };
   struct RecvMeta {
     uint64_t seq = UINT64_MAX;

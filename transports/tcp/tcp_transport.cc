@@ -66,6 +66,7 @@ class TcpTransport : public Transport {
     p.sockets = p.active ? me.netSockets : other.netSockets;
     p.minPart = static_cast<uint64_t>(std::max<int64_t>(64, env::getInt("WEFT_TCP_MIN_PART")));
     p.bell = ctx.selfBell;
+    p.lowat = env::getInt("WEFT_TCP_LOWAT") != 0;
     p.peerAddress = bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(other.netAddr),
                                              other.netAddrLen);
     std::memcpy(p.peerToken, other.netToken, tcp::kTokenBytes);
