@@ -88,7 +88,10 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
   *tag = info.tag;
   *present = true;
   if (info.remote == 0) {
-    if (info.bytes <= kInlineBytes) return info.inlineData;
+    if (info.bytes & kInlineFlag) {
+      *bytes = info.bytes & ~kInlineFlag;
+      return info.inlineData;
+    }
     return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
   }
   if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
@@ -116,7 +119,9 @@ void* FifoConnection::sendSlotFor(size_t bytes) {
     sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
     if (sendTail_ - sendHeadCache_ >= p_.slots) return nullptr;
   }
-  if (bytes <= kInlineBytes) return out_.ctl->info[sendTail_ % p_.slots].inlineData;
+  // Remember where the caller will write: post() marks the message inline only if it was.
+  sendInline_ = bytes <= kInlineBytes;
+  if (sendInline_) return out_.ctl->info[sendTail_ % p_.slots].inlineData;
   return out_.data + (sendTail_ % p_.slots) * p_.slotBytes;
 }
 
@@ -124,7 +129,7 @@ void FifoConnection::post(uint32_t bytes, uint32_t tag) { publish(bytes, tag, 0)
 
 void FifoConnection::publish(uint32_t bytes, uint32_t tag, uint64_t remote) {
   SlotInfo& info = out_.ctl->info[sendTail_ % p_.slots];
-  info.bytes = bytes;
+  info.bytes = remote == 0 && sendInline_ && bytes <= kInlineBytes ? bytes | kInlineFlag : bytes;
   info.tag = tag;
   info.remote = remote;
   ++sendTail_;

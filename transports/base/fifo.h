@@ -17,6 +17,7 @@ namespace weft::transport {
 inline constexpr uint32_t kMaxSlots = 64;
 
 inline constexpr uint32_t kInlineBytes = 40;
+inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
 
 struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;  // message index + 1 once published
@@ -95,6 +96,7 @@ class FifoConnection : public Connection {
   uint64_t recvHead_ = 0;                      // receiver side (mine)
   bool peerReadsMe_ = false;                   // cached peerCanReadMe() once true
   bool probed_ = false;                        // CMA probe of the peer settled
+  bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
   void probePeer();
 };
