@@ -14,90 +14,25 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/grid.h"
 #include "tests/support/values.h"
 
 using namespace weft::test;
 
 namespace {
 
-using RankBody = std::function<int(const std::vector<ncclComm_t>&, const std::vector<int>&, int)>;
-
-// Forks `procs` processes holding `perProc` ranks each; returns the exit codes.
+// Forks the processes; the environment they inherit is set by the test before the call.
 std::vector<int> runProcesses(int procs, int perProc, const RankBody& body,
                               const char* algo = nullptr, int timeoutSec = 240) {
-  ncclUniqueId id;
-  EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  const int n = procs * perProc;
-  std::vector<pid_t> pids;
-  for (int p = 0; p < procs; ++p) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (algo) setenv("NCCL_ALGO", algo, 1);
-      std::vector<ncclComm_t> comms(perProc);
-      std::vector<int> ranks;
-      ncclGroupStart();
-      for (int j = 0; j < perProc; ++j) {
-        ranks.push_back(p * perProc + j);
-        if (ncclCommInitRank(&comms[j], n, id, p * perProc + j) != ncclSuccess) _exit(90);
-      }
-      if (ncclGroupEnd() != ncclSuccess) _exit(91);
-      int code = body(comms, ranks, n);
-      for (auto c : comms) ncclCommDestroy(c);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes(procs, -1);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSec);
-  int left = procs;
-  while (left > 0) {
-    for (int p = 0; p < procs; ++p) {
-      if (codes[p] != -1) continue;
-      int status = 0;
-      if (waitpid(pids[p], &status, WNOHANG) == pids[p]) {
-        codes[p] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        --left;
-      }
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      for (int p = 0; p < procs; ++p)
-        if (codes[p] == -1) {
-          kill(pids[p], SIGKILL);
-          waitpid(pids[p], nullptr, 0);
-          codes[p] = 124;
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return codes;
+  return forkRanks(procs, perProc, body,
+                   [algo](int) {
+                     if (algo) setenv("NCCL_ALGO", algo, 1);
+                   },
+                   timeoutSec);
 }
 
 int grid(const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
-                    Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter,
-                    Coll::kSendRecv})
-    for (ncclDataType_t t : {ncclFloat32, ncclInt64, ncclFloat16, ncclFloat8e4m3})
-      for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(40009)})
-        for (bool inPlace : {false, true}) {
-          if (inPlace && !supportsInPlace(coll)) continue;
-          if (count == 40009 && t != ncclFloat32) continue;
-          CheckCase c{coll, t, ncclSum, count, n - 1, inPlace};
-          CheckResult r = runCheckRanks(comms, ranks, n, c);
-          if (r.status != ncclSuccess || r.wrong) {
-            fprintf(stderr, "FAILED %s: %s\n", describe(c, n).c_str(), r.message.c_str());
-            return 1;
-          }
-        }
-  for (int op : {int(ncclProd), int(ncclMax), int(ncclMin), int(ncclAvg), -1}) {
-    CheckCase c{Coll::kAllReduce, ncclBfloat16, op, 1001, 0, false};
-    CheckResult r = runCheckRanks(comms, ranks, n, c);
-    if (r.status != ncclSuccess || r.wrong) {
-      fprintf(stderr, "FAILED %s: %s\n", describe(c, n).c_str(), r.message.c_str());
-      return 1;
-    }
-  }
-  return 0;
+  return correctnessGrid(comms, ranks, n);
 }
 
 class Processes : public ::testing::TestWithParam<std::tuple<int, int, const char*>> {};

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "tests/tcp/grid.h"
+#include "tests/support/grid.h"
 
 namespace {
 

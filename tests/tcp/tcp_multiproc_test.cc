@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "tests/tcp/grid.h"
+#include "tests/support/grid.h"
 
 using namespace weft::test;
 

@@ -1,4 +1,4 @@
-#include "tests/tcp/grid.h"
+#include "tests/support/grid.h"
 
 #include <signal.h>
 #include <sys/wait.h>
