@@ -195,22 +195,36 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   spec.root = call.root;
   spec.count = call.count;
   spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
-  select::Choice choice = selector_->choose(spec);
-  // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
-  choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
-
   exec::Work w;
-  const plan::Plan& p = planFor(spec, choice, &w.plan);
+  const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, call.send == call.recv};
+  {
+    std::lock_guard<std::mutex> lock(planMu_);
+    auto hit = shapePlans_.find(shape);
+    if (hit != shapePlans_.end()) w.plan = hit->second;
+  }
+  if (!w.plan) {
+    select::Choice choice = selector_->choose(spec);
+    // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
+    choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
+    planFor(spec, choice, &w.plan);
+    std::lock_guard<std::mutex> lock(planMu_);
+    if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
+    shapePlans_.emplace(shape, w.plan);
+  }
+  const plan::Plan& p = *w.plan;
   w.program = &p.programs[rank_];
   w.rank = rank_;
   w.type = call.type;
   w.conns = this;
   w.abort = &aborted_;
   const size_t es = spec.elemSize;
-  auto scratch = std::make_shared<std::vector<char>>(w.program->scratchElems * es);
   w.buffers = {const_cast<char*>(static_cast<const char*>(call.send)), static_cast<char*>(call.recv),
-               scratch->data()};
-  w.keep = scratch;
+               nullptr};
+  if (w.program->scratchElems > 0) {
+    auto scratch = std::make_shared<std::vector<char>>(w.program->scratchElems * es);
+    w.buffers[plan::kScratch] = scratch->data();
+    w.keep = scratch;
+  }
   w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call));
   // An in-place call of a plan not built for it (alltoall) has no ordering between what it sends
   // and what it overwrites: sending by reference there could wait on itself (see Work).

@@ -89,6 +89,23 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex planMu_;
   std::unordered_map<std::string, std::shared_ptr<const plan::Plan>> plans_;
+  // The plan chosen for a call's shape, so repeated calls skip selection and plan lookup.
+  struct CallShape {
+    uint64_t count = 0;
+    int32_t root = 0;
+    uint32_t elemSize = 0;
+    plan::Collective coll = plan::Collective::kAllReduce;
+    bool inPlace = false;
+    bool operator==(const CallShape&) const = default;
+  };
+  struct CallShapeHash {
+    size_t operator()(const CallShape& k) const {
+      return std::hash<uint64_t>()(k.count * 1000003u ^ (static_cast<uint64_t>(k.coll) << 56) ^
+                                   (static_cast<uint64_t>(k.root) << 40) ^
+                                   (static_cast<uint64_t>(k.elemSize) << 32) ^ k.inPlace);
+    }
+  };
+  std::unordered_map<CallShape, std::shared_ptr<const plan::Plan>, CallShapeHash> shapePlans_;
 
   uint64_t collSeq_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;

@@ -72,7 +72,27 @@ Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comm
   return r.status;
 }
 
+// One call outside a group: the common case, without the grouping maps.
+Status launchOne(std::vector<Call>& calls, std::string* why) {
+  std::vector<exec::Task> tasks;
+  std::vector<Communicator*> comms{calls.front().comm};
+  try {
+    tasks.push_back(buildTask(calls.front().comm, calls));
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+  void* stream = calls.front().stream;
+  if (!stream) return runTasks(tasks, comms, why);
+  auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
+      std::move(tasks), std::move(comms));
+  static_cast<exec::HostStream*>(stream)->enqueue(
+      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); });
+  return Status::kSuccess;
+}
+
 Status launch(std::vector<Call>& calls, std::string* why) {
+  if (calls.size() == 1) return launchOne(calls, why);
   // Group by communicator, keeping first-appearance order, then by stream.
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<Call>> byComm;

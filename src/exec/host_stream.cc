@@ -93,14 +93,19 @@ void HostStream::loop() {
       error_ = st;
       errorText_ = why;
     }
-    cv_.notify_all();
+    // Synchronizers wait for a drained queue: waking them after every call would take the core
+    // from this thread (and from the ranks sharing it) once per call.
+    if (queue_.empty()) cv_.notify_all();
   }
 }
 
 Status HostStream::synchronize(std::chrono::milliseconds timeout, std::string* why) {
-  spinUntil([this] {
-    return finished_.load(std::memory_order_acquire) == queued_.load(std::memory_order_relaxed);
-  });
+  // Spin only for the last call in flight: a synchronizer spinning through a long queue takes
+  // the core from the stream thread (and from ranks that share it) for no gain.
+  if (queued_.load(std::memory_order_relaxed) - finished_.load(std::memory_order_acquire) <= 1)
+    spinUntil([this] {
+      return finished_.load(std::memory_order_acquire) == queued_.load(std::memory_order_relaxed);
+    });
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, timeout, [this] { return queue_.empty() && !busy_; })) {
     *why = "host stream did not drain within " + std::to_string(timeout.count()) + " ms";
