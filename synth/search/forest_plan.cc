@@ -1,0 +1,249 @@
+#include "synth/search/forest_plan.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "src/common/error.h"
+
+namespace weft::synth {
+namespace {
+
+using plan::Collective;
+using plan::Op;
+using plan::Ref;
+using plan::Step;
+using plan::StepRef;
+
+[[noreturn]] void reject(const std::string& what) {
+  throw Error(Status::kInvalidArgument, "forest plan: " + what);
+}
+
+Step step(Op op, int recvPeer, int sendPeer, Ref src, Ref dst, uint64_t n) {
+  Step s;
+  s.op = op;
+  s.recvPeer = recvPeer;
+  s.sendPeer = sendPeer;
+  s.src = src;
+  s.dst = dst;
+  s.count = n;
+  return s;
+}
+Ref in(uint64_t off) { return {plan::kInput, off}; }
+Ref out(uint64_t off) { return {plan::kOutput, off}; }
+Ref scratch(uint64_t off) { return {plan::kScratch, off}; }
+
+bool downward(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kAllGather || c == Collective::kAllReduce;
+}
+bool upward(Collective c) {
+  return c == Collective::kReduce || c == Collective::kReduceScatter || c == Collective::kAllReduce;
+}
+
+int addLane(plan::ChunkProgram& p, int channel) {
+  p.lanes.push_back({});
+  p.lanes.back().channel = channel;
+  return static_cast<int>(p.lanes.size()) - 1;
+}
+StepRef add(plan::ChunkProgram& p, int lane, Step s) {
+  auto& steps = p.lanes[lane].steps;
+  steps.push_back(std::move(s));
+  return {lane, static_cast<int32_t>(steps.size()) - 1};
+}
+
+// Piece boundaries of [first, first + count): `pieces` near-equal whole-chunk pieces.
+std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
+  const uint64_t k = std::min(j.count, j.pieces == 0 ? j.count : j.pieces);
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (uint64_t i = 0; i < k; ++i) {
+    const uint64_t a = j.first + j.count * i / k, b = j.first + j.count * (i + 1) / k;
+    if (b > a) out.push_back({a, b - a});
+  }
+  return out;
+}
+
+}  // namespace
+
+int treeRoot(const std::vector<int>& parent) {
+  const int n = static_cast<int>(parent.size());
+  int root = -1;
+  for (int r = 0; r < n; ++r) {
+    if (parent[r] == -1) {
+      if (root >= 0) return -1;
+      root = r;
+    } else if (parent[r] < 0 || parent[r] >= n || parent[r] == r) {
+      return -1;
+    }
+  }
+  if (root < 0) return -1;
+  // Every rank must reach the root within n steps.
+  for (int r = 0; r < n; ++r) {
+    int v = r, steps = 0;
+    while (v != root && steps <= n) v = parent[v], ++steps;
+    if (v != root) return -1;
+  }
+  return root;
+}
+
+std::vector<int> forestChannels(Collective coll, const std::vector<TreeJob>& jobs) {
+  std::vector<std::set<std::pair<int, int>>> used;  // per channel: directed pairs in use
+  std::vector<int> channels;
+  for (const TreeJob& j : jobs) {
+    std::set<std::pair<int, int>> pairs;
+    for (int r = 0; r < static_cast<int>(j.parent.size()); ++r) {
+      if (j.parent[r] < 0) continue;
+      if (downward(coll)) pairs.insert({j.parent[r], r});
+      if (upward(coll)) pairs.insert({r, j.parent[r]});
+    }
+    int c = 0;
+    for (;; ++c) {
+      if (c == static_cast<int>(used.size())) used.emplace_back();
+      bool clash = false;
+      for (const auto& e : pairs) clash |= used[c].count(e) > 0;
+      if (!clash) break;
+    }
+    used[c].insert(pairs.begin(), pairs.end());
+    channels.push_back(c);
+  }
+  return channels;
+}
+
+plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
+                           const std::vector<TreeJob>& jobs, const std::string& name) {
+  const bool perRoot = coll == Collective::kAllGather || coll == Collective::kReduceScatter;
+  const bool rooted = coll == Collective::kBroadcast || coll == Collective::kReduce;
+  if (!perRoot && !rooted && coll != Collective::kAllReduce)
+    reject(std::string("no tree schedule for ") + plan::collectiveName(coll));
+  if (n < 1) reject("nranks " + std::to_string(n));
+  if (rooted && (root < 0 || root >= n)) reject("root " + std::to_string(root) + " is not a rank");
+  if (C == 0 || (perRoot && C % n != 0))
+    reject(std::to_string(C) + " chunks per loop do not split into " + std::to_string(n) +
+           " ranks' blocks");
+  const uint64_t block = perRoot ? C / n : C;  // chunks of one rank's block
+  std::vector<int> cover(C, 0);
+  std::vector<int> roots;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const TreeJob& j = jobs[i];
+    const std::string name = "job " + std::to_string(i);
+    if (static_cast<int>(j.parent.size()) != n) reject(name + " does not span the ranks");
+    const int r = treeRoot(j.parent);
+    if (r < 0) reject(name + " is not a spanning tree");
+    if (j.count == 0 || j.first + j.count > C) reject(name + " has a bad chunk range");
+    if (rooted && r != root) reject(name + " is not rooted at " + std::to_string(root));
+    if (perRoot && (j.first / block != static_cast<uint64_t>(r) ||
+                    (j.first + j.count - 1) / block != static_cast<uint64_t>(r)))
+      reject(name + " (root " + std::to_string(r) + ") leaves its root's block");
+    for (uint64_t c = j.first; c < j.first + j.count; ++c) ++cover[c];
+    roots.push_back(r);
+  }
+  for (uint64_t c = 0; c < C; ++c)
+    if (cover[c] != 1)
+      reject("chunk " + std::to_string(c) + " is carried by " + std::to_string(cover[c]) +
+             " jobs");
+
+  plan::ChunkPlan cp;
+  cp.name = name;
+  cp.coll = coll;
+  cp.nranks = n;
+  cp.root = rooted ? root : 0;
+  cp.chunksPerLoop = C;
+  cp.programs.resize(n);
+  for (int r = 0; r < n; ++r) {
+    plan::ChunkProgram& p = cp.programs[r];
+    p.inputChunks = coll == Collective::kAllGather ? block : C;
+    p.outputChunks = coll == Collective::kReduceScatter ? block : C;
+    if (coll == Collective::kReduceScatter || coll == Collective::kReduce) p.scratchChunks = C;
+  }
+  const std::vector<int> channels = forestChannels(coll, jobs);
+
+  for (size_t ji = 0; ji < jobs.size(); ++ji) {
+    const TreeJob& j = jobs[ji];
+    const int tr = roots[ji];
+    std::vector<std::vector<int>> kids(n);
+    for (int r = 0; r < n; ++r)
+      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const auto pieces = piecesOf(j);
+    for (int r = 0; r < n; ++r) {
+      plan::ChunkProgram& p = cp.programs[r];
+      const int par = j.parent[r];
+      const auto& ch = kids[r];
+      // Where rank r keeps the partial sum of loop chunk a, and where the tree root's result
+      // of an in-tree goes.
+      auto acc = [&](uint64_t a) -> Ref {
+        if (coll == Collective::kAllReduce) return out(a);
+        if (r == tr) return out(coll == Collective::kReduceScatter ? a - tr * block : a);
+        return scratch(a);
+      };
+      std::vector<StepRef> upEnd;  // per piece: the last up step (allreduce hands over)
+      if (upward(coll)) {
+        const int up = addLane(p, channels[ji]);
+        for (const auto& [a, m] : pieces) {
+          StepRef last{};
+          if (ch.empty() && par < 0) {
+            last = add(p, up, step(Op::kCopy, -1, -1, in(a), acc(a), m));
+          } else if (ch.empty()) {
+            last = add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
+          } else if (par >= 0 && ch.size() == 1) {
+            last = add(p, up, step(Op::kRecvReduceSend, ch[0], par, in(a), {}, m));
+          } else {
+            last = add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, in(a), acc(a), m));
+            for (size_t k = 1; k < ch.size(); ++k) {
+              if (par >= 0 && k + 1 == ch.size())
+                last = add(p, up, step(Op::kRecvReduceSend, ch[k], par, acc(a), {}, m));
+              else
+                last = add(p, up, step(Op::kRecvReduce, ch[k], -1, {}, acc(a), m));
+            }
+          }
+          upEnd.push_back(last);
+        }
+      }
+      if (downward(coll)) {
+        const int down = addLane(p, channels[ji]);
+        const bool ag = coll == Collective::kAllGather;
+        // The root's own data: its input (broadcast, allgather) or its reduced output.
+        auto rootSrc = [&](uint64_t a) {
+          return coll == Collective::kAllReduce ? out(a) : in(ag ? a - tr * block : a);
+        };
+        if (r == tr && coll != Collective::kAllReduce)
+          add(p, down, step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first),
+                            out(j.first), j.count));
+        for (size_t pi = 0; pi < pieces.size(); ++pi) {
+          const auto [a, m] = pieces[pi];
+          const size_t before = p.lanes[down].steps.size();
+          if (r == tr) {
+            for (int c : ch) add(p, down, step(Op::kSend, -1, c, rootSrc(a), {}, m));
+          } else if (ch.empty()) {
+            add(p, down, step(Op::kRecv, par, -1, {}, out(a), m));
+          } else {
+            add(p, down, step(Op::kRecvCopySend, par, ch[0], {}, out(a), m));
+            for (size_t k = 1; k < ch.size(); ++k)
+              add(p, down, step(Op::kSend, -1, ch[k], out(a), {}, m));
+          }
+          if (!upEnd.empty() && p.lanes[down].steps.size() > before)
+            p.lanes[down].steps[before].deps.push_back(upEnd[pi]);
+        }
+      }
+    }
+  }
+  // Drop lanes that ended up empty (a root with no children when n == 1 keeps its copy).
+  for (auto& p : cp.programs) {
+    bool anyEmpty = false;
+    for (const auto& l : p.lanes) anyEmpty |= l.steps.empty();
+    if (!anyEmpty) continue;
+    // Renumber dependencies around removed lanes.
+    std::vector<int> newIndex(p.lanes.size(), -1);
+    std::vector<plan::Lane> kept;
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      if (!p.lanes[l].steps.empty()) {
+        newIndex[l] = static_cast<int>(kept.size());
+        kept.push_back(std::move(p.lanes[l]));
+      }
+    for (auto& l : kept)
+      for (auto& s : l.steps)
+        for (auto& d : s.deps) d.lane = newIndex[d.lane];
+    p.lanes = std::move(kept);
+  }
+  return cp;
+}
+
+}  // namespace weft::synth

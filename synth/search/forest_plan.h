@@ -1,0 +1,39 @@
+// ChunkPlans over weighted spanning trees: the emitter shared by the double binary tree plans and
+// the packed (Blink / ForestColl) plans. Each job is one tree that moves a contiguous range of
+// loop chunks, cut into pieces that travel the tree one after another (pipelined chunk by
+// chunk). Out-trees broadcast from their root (broadcast, allgather), in-trees reduce towards it
+// (reduce, reduce-scatter), allreduce reduces up each tree and broadcasts back down.
+//
+// Every job gets its own lanes; jobs whose trees share a directed rank pair get different
+// channels (greedy colouring), so sends of different trees to the same peer never share a FIFO
+// and cannot block each other.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/plan/chunk_plan.h"
+
+namespace weft::synth {
+
+struct TreeJob {
+  std::vector<int> parent;  // per rank; -1 at the tree's root (exactly one)
+  uint64_t first = 0;       // loop chunks [first, first + count) this tree carries
+  uint64_t count = 0;
+  uint64_t pieces = 0;      // steps the range is cut into; 0 = one per chunk
+};
+
+// The root of a parent array, or -1 when it is not a spanning tree (one root, no cycles).
+int treeRoot(const std::vector<int>& parent);
+
+// Builds the plan. Loop chunks are MSCCL's: allgather jobs rooted at r cover chunks of rank r's
+// output block [r * C / n, (r + 1) * C / n), reduce-scatter jobs the same blocks of the input,
+// broadcast / reduce jobs are rooted at `root`; the ranges of all jobs partition [0, C) with
+// C = chunksPerLoop. Throws weft::Error(kInvalidArgument) naming the job that breaks a rule.
+plan::ChunkPlan forestPlan(plan::Collective coll, int nranks, int root, uint64_t chunksPerLoop,
+                           const std::vector<TreeJob>& jobs, const std::string& name);
+
+// Channels forestPlan() gives the jobs (for tests and tools).
+std::vector<int> forestChannels(plan::Collective coll, const std::vector<TreeJob>& jobs);
+
+}  // namespace weft::synth
