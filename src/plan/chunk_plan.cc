@@ -35,6 +35,7 @@ Plan instantiate(const ChunkPlan& cp, uint64_t count, uint32_t elemSize,
   plan.algorithm = algorithm.empty() ? "msccl:" + cp.name : algorithm;
   plan.spec = Spec{cp.coll, cp.nranks, cp.root, count, elemSize};
   plan.inPlaceSafe = cp.inPlace;
+  plan.outOfPlaceSafe = cp.outOfPlace;
   plan.programs.resize(cp.nranks);
   for (int r = 0; r < cp.nranks; ++r) {
     const ChunkProgram& in = cp.programs[r];

@@ -97,6 +97,9 @@ struct Plan {
   std::string algorithm;          // "ring", "tree", "rhd", "direct", "msccl:<name>", ...
   Spec spec;
   bool inPlaceSafe = true;        // may input and output alias as NCCL's in-place rules say
+  // False for plans that only work in place (MSCCL inplace=1 outofplace=0): they treat Input as
+  // the one user buffer and may write it, so they run only when input and output alias.
+  bool outOfPlaceSafe = true;
   std::vector<Program> programs;  // one per rank
 };
 

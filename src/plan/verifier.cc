@@ -108,7 +108,7 @@ void checkStructure(const Plan& plan) {
         if (opReadsSrc(st.op)) checkRef(st.src, "src");
         if (opWritesDst(st.op)) {
           checkRef(st.dst, "dst");
-          if (st.dst.buffer == kInput)
+          if (st.dst.buffer == kInput && plan.outOfPlaceSafe)
             reject(here() + ": writes the input buffer (the user's send buffer is read-only)");
         }
         size_t id = laneStart[l] + s;
@@ -193,7 +193,8 @@ struct LaneRun {
 class Simulator {
  public:
   Simulator(const Plan& plan, const VerifyOptions& opt, bool inPlace)
-      : plan_(plan), n_(plan.spec.nranks), inPlace_(inPlace) {
+      : plan_(plan), n_(plan.spec.nranks), inPlace_(inPlace),
+        inPlaceOnly_(inPlace && !plan.outOfPlaceSafe) {
     words_ = (n_ + 63) / 64;
     uint64_t es = std::max<uint32_t>(1, plan.spec.elemSize);
     slice_ = opt.sliceElems ? opt.sliceElems : std::max<uint64_t>(1, kFifoSlotBytes / es);
@@ -393,7 +394,11 @@ class Simulator {
       auto at = [&] {
         return bufferText(ref.buffer) + "[" + std::to_string(ref.offset + off + i) + "]";
       };
-      if (ref.buffer == kInput) {
+      if (inPlaceOnly_) {
+        // Input and output are one buffer: any element holding data may be read through either.
+        if (a.state[e] == Arena::kUninit)
+          reject(mode() + describe(me) + " reads " + at() + ", which holds no value yet");
+      } else if (ref.buffer == kInput) {
         if (a.state[e] != Arena::kOrig && a.state[e] != Arena::kOrigCopied)
           reject(mode() + describe(me) + " reads " + at() +
                  " after it was overwritten (input and output alias in place)");
@@ -677,8 +682,10 @@ class Simulator {
         const uint64_t e = a.base[kOutput] + i;
         std::string at = mode() + "postcondition of " + collectiveName(spec.coll) + ": rank " +
                          std::to_string(r) + " output[" + std::to_string(i) + "]";
-        if (a.state[e] != Arena::kValue && a.state[e] != Arena::kOrigCopied)
-          reject(at + " is never written");
+        // An in-place-only plan may leave a rank's own input where it already is (allgather).
+        const bool holds = a.state[e] == Arena::kValue || a.state[e] == Arena::kOrigCopied ||
+                           (inPlaceOnly_ && a.state[e] == Arena::kOrig);
+        if (!holds) reject(at + " is never written");
         if (a.idx[e] != idx || !std::equal(want.begin(), want.end(), &a.mask[e * words_]))
           reject(at + " holds ranks " + maskText(&a.mask[e * words_]) + " of element " +
                  std::to_string(a.idx[e]) + ", expected ranks " + maskText(want.data()) +
@@ -690,6 +697,7 @@ class Simulator {
   const Plan& plan_;
   const int n_;
   const bool inPlace_;
+  const bool inPlaceOnly_;  // plan.outOfPlaceSafe is false: Input is the output buffer too
   int words_ = 1;
   uint64_t slice_ = 1;
   int slots_ = 2;
@@ -709,8 +717,10 @@ class Simulator {
 }  // namespace
 
 void verify(const Plan& plan, const VerifyOptions& options) {
+  if (!plan.outOfPlaceSafe && (!plan.inPlaceSafe || plan.spec.coll == Collective::kSendRecv))
+    reject("plan is safe neither in place nor out of place");
   checkStructure(plan);
-  Simulator(plan, options, false).run();
+  if (plan.outOfPlaceSafe) Simulator(plan, options, false).run();
   if (plan.inPlaceSafe && plan.spec.coll != Collective::kSendRecv)
     Simulator(plan, options, true).run();
 }

@@ -23,7 +23,8 @@ struct VerifyOptions {
 };
 
 // Throws weft::Error(kInvalidArgument) naming the rank, lane and step of the first problem.
-// Checks out-of-place buffers and, when plan.inPlaceSafe, NCCL's in-place aliasing too. Time and
+// Checks out-of-place buffers (unless !plan.outOfPlaceSafe: an in-place-only plan, whose Input
+// is the output buffer too) and, when plan.inPlaceSafe, NCCL's in-place aliasing. Time and
 // memory grow with the elements of all ranks' buffers (tens of bytes each): meant for tests and
 // tools on small counts, not for every plan a communicator builds.
 void verify(const Plan& plan, const VerifyOptions& options = {});
