@@ -1,0 +1,170 @@
+#include "synth/pack/packing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "src/common/error.h"
+#include "synth/pack/arborescence.h"
+#include "synth/pack/lp.h"
+
+namespace weft::synth {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Uses of each link by the tree (index = link).
+std::vector<double> treeUses(const Fabric& f, const std::vector<int>& parent, TreeFlow flow) {
+  std::vector<double> uses(f.links.size(), 0.0);
+  for (int v = 0; v < static_cast<int>(parent.size()); ++v) {
+    const int u = parent[v];
+    if (u < 0) continue;
+    if (flow != TreeFlow::kUp)
+      for (int l : f.routes[u][v]) uses[l] += 1;
+    if (flow != TreeFlow::kDown)
+      for (int l : f.routes[v][u]) uses[l] += 1;
+  }
+  return uses;
+}
+
+// Cost of tree edge u -> v under link prices.
+std::vector<std::vector<double>> edgeCosts(const Fabric& f, const std::vector<double>& price,
+                                           TreeFlow flow) {
+  const int n = f.nranks;
+  std::vector<std::vector<double>> cost(n, std::vector<double>(n, kInf));
+  for (int u = 0; u < n; ++u)
+    for (int v = 0; v < n; ++v) {
+      if (u == v) continue;
+      double c = 0;
+      if (flow != TreeFlow::kUp)
+        for (int l : f.routes[u][v]) c += price[l];
+      if (flow != TreeFlow::kDown)
+        for (int l : f.routes[v][u]) c += price[l];
+      cost[u][v] = c;
+    }
+  return cost;
+}
+
+void checkFabric(const Fabric& f, const std::vector<int>& roots) {
+  if (f.nranks < 1) throw Error(Status::kInvalidArgument, "packing: fabric has no ranks");
+  if (static_cast<int>(f.routes.size()) != f.nranks)
+    throw Error(Status::kInvalidArgument, "packing: fabric has no routes");
+  for (int a = 0; a < f.nranks; ++a)
+    for (int b = 0; b < f.nranks; ++b)
+      if (a != b && f.routes[a].at(b).empty())
+        throw Error(Status::kInvalidArgument, "packing: no route from rank " + std::to_string(a) +
+                                                  " to rank " + std::to_string(b));
+  if (roots.empty()) throw Error(Status::kInvalidArgument, "packing: no roots");
+  for (int r : roots)
+    if (r < 0 || r >= f.nranks)
+      throw Error(Status::kInvalidArgument,
+                  "packing: root " + std::to_string(r) + " is not a rank");
+}
+
+}  // namespace
+
+std::vector<double> packLinkLoads(const Fabric& f, const std::vector<PackedTree>& trees,
+                                  TreeFlow flow) {
+  std::vector<double> load(f.links.size(), 0.0);
+  for (const PackedTree& t : trees) {
+    const auto uses = treeUses(f, t.parent, flow);
+    for (size_t l = 0; l < uses.size(); ++l) load[l] += t.weight * uses[l];
+  }
+  return load;
+}
+
+PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow flow,
+                     const PackOptions& o) {
+  checkFabric(f, roots);
+  PackResult result;
+  if (f.nranks == 1) {
+    result.trees.push_back({roots[0], {-1}, kInf});
+    result.rate = kInf;
+    result.optimal = true;
+    return result;
+  }
+  const int R = static_cast<int>(roots.size());
+  const int L = static_cast<int>(f.links.size());
+  // Rows: one per root (lambda - sum of its trees <= 0), then one per link (load <= bw).
+  std::vector<double> b(R, 0.0);
+  for (const FabricLink& l : f.links) b.push_back(l.bw);
+  PackingLp lp(b);
+  std::vector<double> lambdaCol(R + L, 0.0);
+  for (int i = 0; i < R; ++i) lambdaCol[i] = 1;
+  lp.addColumn(1.0, lambdaCol);
+  struct Column {
+    int rootIndex;
+    std::vector<int> parent;
+    int lpIndex;
+  };
+  std::vector<Column> cols;
+  std::map<std::pair<int, std::vector<int>>, int> seen;
+  auto addTree = [&](int ri, std::vector<int> parent) {
+    if (seen.count({ri, parent})) return false;
+    const auto uses = treeUses(f, parent, flow);
+    std::vector<double> a(R + L, 0.0);
+    a[ri] = -1;
+    for (int l = 0; l < L; ++l) a[R + l] = uses[l];
+    const int idx = lp.addColumn(0.0, a);
+    seen[{ri, parent}] = idx;
+    cols.push_back({ri, std::move(parent), idx});
+    return true;
+  };
+  // Start from the trees that are cheapest when a link costs its inverse bandwidth.
+  std::vector<double> price(L);
+  for (int l = 0; l < L; ++l) price[l] = 1.0 / f.links[l].bw;
+  for (int ri = 0; ri < R; ++ri) addTree(ri, minArborescence(edgeCosts(f, price, flow), roots[ri]));
+
+  double value = 0;
+  while (true) {
+    value = lp.solve();
+    const std::vector<double> y = lp.duals();
+    for (int l = 0; l < L; ++l) price[l] = std::max(0.0, y[R + l]);  // round-off
+    const auto cost = edgeCosts(f, price, flow);
+    // Reduced cost of a tree of root r: z_r - (its links' prices). Add every improving tree.
+    bool added = false;
+    for (int ri = 0; ri < R; ++ri) {
+      std::vector<int> parent = minArborescence(cost, roots[ri]);
+      double c = 0;
+      for (int v = 0; v < f.nranks; ++v)
+        if (parent[v] >= 0) c += cost[parent[v]][v];
+      if (y[ri] - c > o.tolerance * std::max(1.0, y[ri]) &&
+          static_cast<int>(cols.size()) < o.maxColumns)
+        added |= addTree(ri, std::move(parent));
+    }
+    if (!added) {
+      // Optimal unless the budget stopped the search.
+      result.optimal = static_cast<int>(cols.size()) < o.maxColumns;
+      break;
+    }
+  }
+  result.rate = value;
+  result.columns = static_cast<int>(cols.size());
+  std::vector<double> perRoot(R, 0.0);
+  for (const Column& c : cols) perRoot[c.rootIndex] += lp.value(c.lpIndex);
+  for (const Column& c : cols) {
+    const double w = lp.value(c.lpIndex);
+    // A root may get more than the common rate; scale its trees down to exactly the rate.
+    if (w > value * 1e-9)
+      result.trees.push_back({roots[c.rootIndex], c.parent, w * value / perRoot[c.rootIndex]});
+  }
+  std::stable_sort(result.trees.begin(), result.trees.end(),
+                   [](const PackedTree& a, const PackedTree& b) {
+                     return a.root != b.root ? a.root < b.root : a.weight > b.weight;
+                   });
+  return result;
+}
+
+PackResult packAllGather(const Fabric& f, const PackOptions& o) {
+  std::vector<int> roots;
+  for (int r = 0; r < f.nranks; ++r) roots.push_back(r);
+  return packTrees(f, roots, TreeFlow::kDown, o);
+}
+
+PackResult packBroadcast(const Fabric& f, int root, const PackOptions& o) {
+  return packTrees(f, {root}, TreeFlow::kDown, o);
+}
+
+}  // namespace weft::synth

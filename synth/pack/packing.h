@@ -1,0 +1,56 @@
+// Blink / ForestColl-style tree packing on a Fabric. Data of a root reaches the other ranks over
+// weighted spanning trees of ranks; a tree edge parent -> child is a send over the fabric route
+// between the two ranks (switches, CPUs and NICs never hold data), so it loads every link of
+// that route. The packing maximizes the rate each root gets (the same for all roots of an
+// allgather) subject to link capacities: a linear program over trees, solved exactly by column
+// generation, with the cheapest tree under the LP's link prices (Chu-Liu / Edmonds) as the
+// pricing step. Its optimum is compared with the cut bounds of synth/model/bounds.h, which let
+// data cross switches freely; the two agree wherever the fabric's routes do not restrict it.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "synth/model/fabric.h"
+
+namespace weft::synth {
+
+// Which routes a tree edge parent -> child loads.
+enum class TreeFlow : uint8_t {
+  kDown,  // data flows parent -> child (broadcast, allgather)
+  kUp,    // child -> parent (reduce, reduce-scatter: reversed trees)
+  kBoth,  // both (allreduce: reduce up the tree, then broadcast down it)
+};
+
+struct PackedTree {
+  int root = 0;
+  std::vector<int> parent;  // per rank; -1 at the root
+  double weight = 0;        // GB/s of the root's data this tree carries
+};
+
+struct PackOptions {
+  int maxColumns = 2000;     // trees the column generation may add (its budget)
+  double tolerance = 1e-7;   // relative optimality gap at which to stop
+};
+
+struct PackResult {
+  std::vector<PackedTree> trees;  // weight > 0; sorted by root, heaviest first
+  double rate = 0;                // GB/s every root gets (sum of its trees' weights)
+  bool optimal = false;           // column generation proved optimality (no better tree left)
+  int columns = 0;                // trees generated
+};
+
+// Packs trees for every root in `roots` (all get the same rate). Throws
+// weft::Error(kInvalidArgument) for bad roots or a fabric without routes.
+PackResult packTrees(const Fabric& fabric, const std::vector<int>& roots, TreeFlow flow,
+                     const PackOptions& options = {});
+
+// All ranks as roots, data flowing down the trees: the allgather packing.
+PackResult packAllGather(const Fabric& fabric, const PackOptions& options = {});
+// One root: the broadcast packing.
+PackResult packBroadcast(const Fabric& fabric, int root, const PackOptions& options = {});
+
+// Per link: GB/s the packing puts on it (index = link).
+std::vector<double> packLinkLoads(const Fabric& fabric, const std::vector<PackedTree>& trees,
+                                  TreeFlow flow);
+
+}  // namespace weft::synth
