@@ -1,6 +1,7 @@
 #include "src/core/memory.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -9,15 +10,9 @@
 
 #include "src/common/error.h"
 #include "src/common/log.h"
+#include "src/common/shared_region.h"
 
 namespace weft::core {
-namespace {
-std::mutex gMu;
-std::map<const char*, SharedRegion>& regions() {
-  static std::map<const char*, SharedRegion> m;
-  return m;
-}
-}  // namespace
 
 void* memAlloc(size_t bytes) {
   if (bytes == 0) fail(Status::kInvalidArgument, "ncclMemAlloc: size is 0");
@@ -36,36 +31,19 @@ void* memAlloc(size_t bytes) {
     close(fd);
     fail(Status::kSystemError, sysError("mmap(" + std::to_string(rounded) + ")", e));
   }
-  std::lock_guard<std::mutex> lock(gMu);
-  regions()[static_cast<const char*>(p)] = SharedRegion{fd, rounded, p};
+  struct stat st {};
+  fstat(fd, &st);
+  addSharedRegion(SharedRegion{fd, rounded, p, static_cast<uint64_t>(st.st_ino)});
   WEFT_TRACE(ALLOC, "ncclMemAlloc %zu bytes at %p (memfd %d)", bytes, p, fd);
   return p;
 }
 
 void memFree(void* ptr) {
   SharedRegion r;
-  {
-    std::lock_guard<std::mutex> lock(gMu);
-    auto it = regions().find(static_cast<const char*>(ptr));
-    if (it == regions().end())
-      fail(Status::kInvalidArgument, "ncclMemFree: pointer was not returned by ncclMemAlloc");
-    r = it->second;
-    regions().erase(it);
-  }
+  if (!removeSharedRegion(ptr, &r))
+    fail(Status::kInvalidArgument, "ncclMemFree: pointer was not returned by ncclMemAlloc");
   munmap(r.base, r.bytes);
   close(r.fd);
-}
-
-bool findSharedRegion(const void* ptr, size_t bytes, SharedRegion* out) {
-  const char* p = static_cast<const char*>(ptr);
-  std::lock_guard<std::mutex> lock(gMu);
-  auto it = regions().upper_bound(p);
-  if (it == regions().begin()) return false;
-  --it;
-  const SharedRegion& r = it->second;
-  if (p + bytes > static_cast<const char*>(r.base) + r.bytes) return false;
-  *out = r;
-  return true;
 }
 
 }  // namespace weft::core

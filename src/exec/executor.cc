@@ -176,9 +176,10 @@ class WorkRunner {
         in = target;
       }
     }
+    const char* refFrom = s.op == Op::kSend ? ptr(s.src, d) : dst;  // what a reference names
     const bool byRef = w_.byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
-                       s.op != Op::kRecvReduceSend && ls.send->peerCanReadMe() &&
-                       !(s.op == Op::kSend && scaleFor(s.src));
+                       s.op != Op::kRecvReduceSend && !(s.op == Op::kSend && scaleFor(s.src)) &&
+                       ls.send->peerCanRead(refFrom, bytes);
     const uint32_t tag = w_.laneTags[lane];
     switch (s.op) {
       case Op::kSend:

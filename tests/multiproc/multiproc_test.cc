@@ -64,6 +64,16 @@ TEST(ProcessesCma, Grid) {
   for (int p = 0; p < 3; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
+// ncclMemAlloc'd buffers: receivers map the sender's memory and read large slices in place.
+TEST(ProcessesMapped, Grid) {
+  setenv("WEFT_TEST_MEMALLOC", "1", 1);
+  auto codes = runProcesses(3, 1, grid, "ring");
+  auto treeCodes = runProcesses(2, 2, grid, "tree");
+  unsetenv("WEFT_TEST_MEMALLOC");
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(treeCodes[p], 0) << "tree process " << p;
+}
+
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {
   setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
   auto start = std::chrono::steady_clock::now();

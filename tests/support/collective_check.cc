@@ -31,8 +31,30 @@ std::string describe(const CheckCase& c, int nranks) {
 
 namespace {
 
+// Buffers come from ncclMemAlloc when WEFT_TEST_MEMALLOC=1: then shm peers read them in place.
+class TestBuffer {
+ public:
+  void assign(size_t bytes, int value) {
+    static const bool shared = std::getenv("WEFT_TEST_MEMALLOC") != nullptr &&
+                               std::string(std::getenv("WEFT_TEST_MEMALLOC")) == "1";
+    mem_.reset();
+    void* p = nullptr;
+    if (shared) {
+      if (ncclMemAlloc(&p, bytes) != ncclSuccess) throw std::bad_alloc();
+      mem_ = {static_cast<char*>(p), [](char* q) { ncclMemFree(q); }};
+    } else {
+      mem_ = {new char[bytes], [](char* q) { delete[] q; }};
+    }
+    std::memset(mem_.get(), value, bytes);
+  }
+  char* data() { return mem_.get(); }
+
+ private:
+  std::unique_ptr<char, void (*)(char*)> mem_{nullptr, [](char*) {}};
+};
+
 struct RankBuffers {
-  std::vector<char> send, recv;
+  TestBuffer send, recv;
   const void* sendPtr = nullptr;
   void* recvPtr = nullptr;
   const void* resultPtr = nullptr;  // where this rank's result lands

@@ -34,6 +34,9 @@ class Connection {
 
   // Sender side: true once the receiver has shown it can read this process's memory.
   virtual bool peerCanReadMe() { return false; }
+  // Whether the receiver can read [addr, addr+bytes) of this process in place of a copy (some
+  // transports only reach shared regions, e.g. ncclMemAlloc'd memory).
+  virtual bool peerCanRead(const void* addr, size_t bytes) { return peerCanReadMe(); }
   // Publishes a message whose `bytes` bytes stay at `addr` until consumed(postedCount()) holds.
   virtual void postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
     fail(Status::kInternalError, "transport has no rendezvous messages");

@@ -2,7 +2,11 @@
 
 #include <sys/uio.h>
 
+#include <cstring>
 #include <new>
+
+#include "src/common/shared_region.h"
+#include "transports/base/peer_maps.h"
 
 namespace weft::transport {
 
@@ -38,12 +42,16 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
   while (out_.ctl->info[sendTail_ % p_.slots].seq.load(std::memory_order_acquire) == sendTail_ + 1)
     ++sendTail_;
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
-  if (p_.remote == RemoteMode::kCma) {
+  if (p_.remote == RemoteMode::kCma || p_.remote == RemoteMode::kMapped) {
     // Tell the receiver where to find a known word in our address space, and probe the peer's.
     out_.ctl->senderProbeAddr.store(reinterpret_cast<uint64_t>(&out_.ctl->magic),
                                     std::memory_order_release);
     probePeer();
   }
+}
+
+FifoConnection::~FifoConnection() {
+  if (mappedToken_) releasePeerRegion(mappedToken_);
 }
 
 void FifoConnection::probePeer() {
@@ -58,6 +66,14 @@ void FifoConnection::probePeer() {
   in_.ctl->readerCanRead.store(ok ? 1 : 2, std::memory_order_release);
 }
 
+bool FifoConnection::peerCanRead(const void* addr, size_t bytes) {
+  if (p_.remote != RemoteMode::kMapped) return peerCanReadMe();
+  // The peer's probe read of our memory proves it may also open our descriptors.
+  if (out_.ctl->readerCanRead.load(std::memory_order_acquire) != 1) return false;
+  SharedRegion r;
+  return findSharedRegion(addr, bytes, &r);
+}
+
 bool FifoConnection::peerCanReadMe() {
   if (peerReadsMe_) return true;
   if (p_.remote == RemoteMode::kDirect) peerReadsMe_ = true;
@@ -67,6 +83,15 @@ bool FifoConnection::peerCanReadMe() {
 }
 
 void FifoConnection::postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
+  SharedRegion r;
+  if (p_.remote == RemoteMode::kMapped && findSharedRegion(addr, bytes, &r)) {
+    MappedRef ref{r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
+    static_assert(sizeof(ref) <= kInlineBytes);
+    std::memcpy(out_.ctl->info[sendTail_ % p_.slots].inlineData, &ref, sizeof ref);
+    sendInline_ = false;
+    publish(bytes | kMappedFlag, tag, reinterpret_cast<uint64_t>(addr));
+    return;
+  }
   publish(bytes, tag, reinterpret_cast<uint64_t>(addr));
 }
 
@@ -78,7 +103,7 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
                                         bool* present) {
   *remoteAddr = 0;
   *present = false;
-  if (p_.remote == RemoteMode::kCma && !probed_) {
+  if ((p_.remote == RemoteMode::kCma || p_.remote == RemoteMode::kMapped) && !probed_) {
     probePeer();
     probed_ = in_.ctl->readerCanRead.load(std::memory_order_relaxed) != 0;
   }
@@ -95,7 +120,22 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
   }
   if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
-  *remoteAddr = info.remote;
+  if (info.bytes & kMappedFlag) {
+    *bytes = info.bytes & ~kMappedFlag;
+    MappedRef ref;
+    std::memcpy(&ref, info.inlineData, sizeof ref);
+    if (info.remote >= ref.base && info.remote + *bytes <= ref.base + ref.bytes) {
+      // A message may be polled again before release(): acquire its mapping once.
+      if (!mappedToken_ || mappedHead_ != recvHead_) {
+        if (mappedToken_) releasePeerRegion(mappedToken_);
+        mappedToken_ = nullptr;
+        mappedLocal_ = acquirePeerRegion(p_.peerPid, ref, &mappedToken_);
+        mappedHead_ = recvHead_;
+      }
+      if (mappedLocal_) return mappedLocal_ + (info.remote - ref.base);
+    }
+  }
+  *remoteAddr = info.remote;  // not mapped: one process_vm_readv copy
   return nullptr;
 }
 
@@ -147,6 +187,11 @@ const void* FifoConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
 }
 
 void FifoConnection::release() {
+  if (mappedToken_) {
+    releasePeerRegion(mappedToken_);
+    mappedToken_ = nullptr;
+    mappedLocal_ = nullptr;
+  }
   ++recvHead_;
   in_.ctl->head.store(recvHead_, std::memory_order_release);
   if (p_.peerBell) p_.peerBell->ring();

@@ -18,6 +18,7 @@ inline constexpr uint32_t kMaxSlots = 64;
 
 inline constexpr uint32_t kInlineBytes = 40;
 inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
+inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
 
 struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;  // message index + 1 once published
@@ -39,8 +40,10 @@ struct FifoControl {
   SlotInfo info[kMaxSlots];
 };
 
-// How a receiver reaches memory named by a rendezvous message.
-enum class RemoteMode { kNone, kDirect, kCma };
+// How a receiver reaches memory named by a rendezvous message: not at all, directly (same
+// address space), with process_vm_readv (any memory of the sender), or by mapping the sender's
+// shared regions (ncclMemAlloc'd memory only; others go through slots).
+enum class RemoteMode { kNone, kDirect, kCma, kMapped };
 
 // Bytes needed for one direction with `slots` slots of `slotBytes` (control block included).
 size_t fifoBytes(uint32_t slots, size_t slotBytes);
@@ -66,9 +69,10 @@ class FifoConnection : public Connection {
     std::function<Status(std::string*)> health;  // liveness of the peer
     std::shared_ptr<void> keepAlive;             // owns the mapped memory
     RemoteMode remote = RemoteMode::kNone;
-    int peerPid = 0;                             // for CMA reads
+    int peerPid = 0;                             // for CMA reads and mapped regions
   };
   explicit FifoConnection(Params p);
+  ~FifoConnection() override;
 
   size_t slotBytes() const override { return p_.slotBytes; }
   void* sendSlot() override { return sendSlotFor(p_.slotBytes); }
@@ -81,6 +85,7 @@ class FifoConnection : public Connection {
   bool poisoned() const override;
 
   bool peerCanReadMe() override;
+  bool peerCanRead(const void* addr, size_t bytes) override;
   void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override;
   uint64_t postedCount() const override { return sendTail_; }
   bool consumed(uint64_t count) const override;
@@ -97,6 +102,9 @@ class FifoConnection : public Connection {
   bool peerReadsMe_ = false;                   // cached peerCanReadMe() once true
   bool probed_ = false;                        // CMA probe of the peer settled
   bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
+  void* mappedToken_ = nullptr;                // mapping the message at mappedHead_ is read through
+  const char* mappedLocal_ = nullptr;
+  uint64_t mappedHead_ = 0;
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
   void probePeer();
 };

@@ -49,8 +49,12 @@ class ShmTransport : public Transport {
       return Status::kSuccess;
     };
     void* mem = seg->data();
-    // Single-copy reads measured slower than copying through slots on this VM (perf/README.md).
-    RemoteMode remote = env::getInt("WEFT_SHM_CMA") ? RemoteMode::kCma : RemoteMode::kNone;
+    // Large slices of ncclMemAlloc'd buffers are read in place through a mapping of the
+    // sender's memfd. process_vm_readv for any other memory measured slower than copying
+    // through slots on this VM (perf/README.md), so it is opt-in.
+    RemoteMode remote = RemoteMode::kNone;
+    if (env::getInt("WEFT_SHM_CMA")) remote = RemoteMode::kCma;
+    else if (env::getInt("WEFT_SHM_MAP")) remote = RemoteMode::kMapped;
     return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, remote);
   }
 };

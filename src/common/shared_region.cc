@@ -1,0 +1,42 @@
+#include "src/common/shared_region.h"
+
+#include <map>
+#include <mutex>
+
+namespace weft {
+namespace {
+std::mutex gMu;
+std::map<const char*, SharedRegion>& regions() {
+  static std::map<const char*, SharedRegion> m;
+  return m;
+}
+}  // namespace
+
+void addSharedRegion(const SharedRegion& region) {
+  std::lock_guard<std::mutex> lock(gMu);
+  regions()[static_cast<const char*>(region.base)] = region;
+}
+
+bool removeSharedRegion(const void* base, SharedRegion* out) {
+  std::lock_guard<std::mutex> lock(gMu);
+  auto it = regions().find(static_cast<const char*>(base));
+  if (it == regions().end()) return false;
+  *out = it->second;
+  regions().erase(it);
+  return true;
+}
+
+bool findSharedRegion(const void* ptr, size_t bytes, SharedRegion* out) {
+  const char* p = static_cast<const char*>(ptr);
+  std::lock_guard<std::mutex> lock(gMu);
+  if (regions().empty()) return false;
+  auto it = regions().upper_bound(p);
+  if (it == regions().begin()) return false;
+  --it;
+  const SharedRegion& r = it->second;
+  if (p + bytes > static_cast<const char*>(r.base) + r.bytes) return false;
+  *out = r;
+  return true;
+}
+
+}  // namespace weft
