@@ -10,8 +10,9 @@
 //  - reducescatter: the same on the reversed fabric.
 //  - allreduce (no in-network reduction): reducescatter bound + allgather bound.
 //  - broadcast / reduce from root r: M / min over ranks v of maxflow(r -> v) (reversed for reduce).
-//  - alltoall: max over rank partitions (each rank alone, all but one rank, each host) of
-//    (bytes that must cross) / min-cut between the two sides.
+//  - alltoall: max over rank partitions (A, B) of (|A| |B| M/N bytes that must cross) / min cut
+//    from A to B: every partition up to 10 ranks; beyond, each rank alone, all but one rank, each
+//    host and each prefix of the rank order.
 // Latency bound: the lowest-latency path over fabric links that the collective's data must take
 // end to end: the latency diameter between ranks (the root's eccentricity for broadcast / reduce).
 #pragma once

@@ -163,6 +163,16 @@ Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options)
       if (attach[b] >= 0) route.push_back(f.findLink(fabricNode(attach[b]), b));
     }
   }
+  if (options.allLinks) {
+    std::vector<bool> otherGpu(t.nodes().size(), false);
+    for (int g : gpus) otherGpu[g] = !fabricOf.count(g);
+    for (const topo::Link& l : t.links()) {
+      if (otherGpu[l.a] || otherGpu[l.b]) continue;
+      if (t.node(l.a).kind == topo::NodeKind::kHost || t.node(l.b).kind == topo::NodeKind::kHost)
+        continue;
+      addDuplex(f, fabricNode(l.a), fabricNode(l.b), *widestLink(t, l.a, l.b));
+    }
+  }
   return f;
 }
 

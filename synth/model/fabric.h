@@ -56,6 +56,10 @@ struct FabricOptions {
   double hostRankLatencyUs = 0.5;
   // Allow routes that relay through one GPU over NVLink (NCCL's NVB).
   bool gpuRelay = true;
+  // Also add every topology link that no route takes (a second NIC behind a PCIe switch, links
+  // between switches), except links of GPUs that are not ranks: the whole physical capacity, as
+  // lower bounds and packing-style synthesis want it. Routes are the same either way.
+  bool allLinks = false;
 };
 
 // Builds the fabric of `topology`. Throws weft::Error(kInvalidArgument) on a bad GPU index, or

@@ -1,0 +1,548 @@
+#include "synth/model/simulator.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <queue>
+#include <sstream>
+#include <tuple>
+
+#include "src/common/error.h"
+#include "synth/model/cost_model.h"
+
+namespace weft::synth {
+namespace {
+
+using plan::Op;
+using plan::Plan;
+using plan::Step;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kUnboundedGBs = 1e12;  // rate of transfers that cross no link (self sends)
+
+enum class Wait : uint8_t { kNone, kLane, kDependency, kData, kSlot };
+
+const char* waitName(Wait w) {
+  switch (w) {
+    case Wait::kLane: return "lane";
+    case Wait::kDependency: return "dependency";
+    case Wait::kData: return "data";
+    case Wait::kSlot: return "slot";
+    default: return "";
+  }
+}
+
+std::string stepText(int rank, int lane, int step, const Step& s) {
+  std::ostringstream out;
+  out << "rank " << rank << " lane " << lane << " step " << step << " (" << plan::opName(s.op);
+  if (plan::opRecvs(s.op)) out << " from rank " << s.recvPeer;
+  if (plan::opSends(s.op)) out << " to rank " << s.sendPeer;
+  out << ", " << s.count << " elements)";
+  return out.str();
+}
+
+struct Entry {          // one slice in a FIFO slot
+  int sender = -1;      // global step id
+  uint64_t msgCount = 0;
+  bool arrived = false;
+};
+
+struct Fifo {
+  int from = 0, to = 0, channel = 0;
+  std::deque<Entry> q;    // occupied slots, oldest first
+  uint64_t popped = 0;    // entries consumed so far (absolute index of q.front())
+  int waitingSender = -1, waitingReceiver = -1;  // lanes blocked on this FIFO
+  int routeLatencyIdx = -1;
+  double latencyUs = 0;
+  const std::vector<int>* route = nullptr;
+};
+
+enum class Phase : uint8_t { kReady, kBlocked, kBusy, kDone };
+
+struct LaneState {
+  int rank = 0, lane = 0;
+  int firstStep = 0, steps = 0;  // global ids firstStep .. firstStep + steps - 1
+  int cur = 0;                   // index within the lane
+  bool started = false, overheadDone = false, localDone = false;
+  uint64_t slice = 0;
+  Phase phase = Phase::kReady;
+};
+
+struct StepInfo {
+  const Step* step = nullptr;
+  int lane = 0;  // global lane index
+  int index = 0;
+  int sendFifo = -1, recvFifo = -1;
+  uint64_t bytes = 0, nslices = 1, sliceBytes = 0;
+  bool done = false;
+  double startUs = 0, endUs = 0;
+  int blocker = -1;
+  Wait why = Wait::kNone;
+  std::vector<int> depWaiters;  // lanes waiting for this step to finish
+};
+
+struct Flow {
+  int lane = 0;
+  double left = 0, total = 0;
+  const std::vector<int>* route = nullptr;
+};
+
+struct Event {
+  double t;
+  uint64_t seq;
+  int kind;  // 0: slice arrives (a = fifo, b = absolute entry index); 1: lane timer (a = lane)
+  int a;
+  uint64_t b;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+class Engine {
+ public:
+  Engine(const Plan& plan, const Fabric& fabric, const SimOptions& options)
+      : plan_(plan), fabric_(fabric), opt_(options), share_(linkCapacities(fabric)) {
+    validateAndIndex();
+  }
+
+  SimResult run() {
+    result_.links.assign(fabric_.links.size(), {});
+    result_.rankFinishUs.assign(plan_.spec.nranks, 0);
+    for (size_t l = 0; l < lanes_.size(); ++l) work_.push_back(static_cast<int>(l));
+    drainWork();
+    while (true) {
+      if (ratesDirty_) {
+        route_ptrs_.clear();
+        for (const Flow& f : flows_) route_ptrs_.push_back(f.route);
+        share_.compute(route_ptrs_, rates_, kUnboundedGBs);
+        ratesDirty_ = false;
+      }
+      double tf = kInf;
+      for (size_t i = 0; i < flows_.size(); ++i)
+        tf = std::min(tf, now_ + flows_[i].left / (rates_[i] * kBytesPerUsPerGBs));
+      const double te = events_.empty() ? kInf : events_.top().t;
+      const double t = std::min(tf, te);
+      if (t == kInf) break;
+      advanceFlows(t);
+      finishFlows();
+      while (!events_.empty() && events_.top().t <= now_) {
+        const Event e = events_.top();
+        events_.pop();
+        handle(e);
+      }
+      drainWork();
+    }
+    reportDeadlock();
+    finishResult();
+    return std::move(result_);
+  }
+
+ private:
+  static std::vector<double> linkCapacities(const Fabric& f) {
+    std::vector<double> c;
+    for (const FabricLink& l : f.links) c.push_back(l.bw);
+    return c;
+  }
+
+  [[noreturn]] void reject(const std::string& msg) const {
+    throw Error(Status::kInvalidArgument, "simulate " + plan_.algorithm + ": " + msg);
+  }
+
+  std::string describe(int g) const {
+    const StepInfo& s = steps_[g];
+    return stepText(lanes_[s.lane].rank, lanes_[s.lane].lane, s.index, *s.step);
+  }
+
+  void validateAndIndex() {
+    const int n = plan_.spec.nranks;
+    if (n != fabric_.nranks)
+      reject("plan has " + std::to_string(n) + " ranks but the fabric has " +
+             std::to_string(fabric_.nranks));
+    if (static_cast<int>(plan_.programs.size()) != n)
+      reject("plan has " + std::to_string(plan_.programs.size()) + " programs for " +
+             std::to_string(n) + " ranks");
+    const uint64_t elem = std::max<uint32_t>(1, plan_.spec.elemSize);
+    const uint64_t slice = std::max<uint64_t>(1, opt_.sliceBytes);
+    const uint64_t maxSlices = std::max<uint64_t>(1, opt_.maxSlicesPerStep);
+    std::map<std::tuple<int, int, int>, int> fifoIds;
+    auto fifoId = [&](int from, int to, int channel) {
+      auto [it, fresh] = fifoIds.emplace(std::make_tuple(from, to, channel), fifos_.size());
+      if (fresh) {
+        Fifo f;
+        f.from = from;
+        f.to = to;
+        f.channel = channel;
+        f.route = &fabric_.routes[from][to];
+        f.latencyUs = fabric_.routeLatencyUs(from, to);
+        if (from != to && f.route->empty())
+          reject("the fabric has no route from rank " + std::to_string(from) + " to rank " +
+                 std::to_string(to));
+        for (int l : *f.route)
+          if (!(fabric_.links[l].bw > 0))
+            reject("fabric link " + fabric_.nodes[fabric_.links[l].from].name + " -> " +
+                   fabric_.nodes[fabric_.links[l].to].name + " has no bandwidth");
+        fifos_.push_back(f);
+      }
+      return it->second;
+    };
+    for (int r = 0; r < n; ++r) {
+      const plan::Program& p = plan_.programs[r];
+      laneBase_.push_back(static_cast<int>(lanes_.size()));
+      for (size_t l = 0; l < p.lanes.size(); ++l) {
+        LaneState L;
+        L.rank = r;
+        L.lane = static_cast<int>(l);
+        L.firstStep = static_cast<int>(steps_.size());
+        L.steps = static_cast<int>(p.lanes[l].steps.size());
+        const int channel = p.lanes[l].channel;
+        if (channel < 0)
+          reject("rank " + std::to_string(r) + " lane " + std::to_string(l) + " has channel " +
+                 std::to_string(channel));
+        for (size_t s = 0; s < p.lanes[l].steps.size(); ++s) {
+          const Step& st = p.lanes[l].steps[s];
+          StepInfo info;
+          info.step = &st;
+          info.lane = static_cast<int>(lanes_.size());
+          info.index = static_cast<int>(s);
+          const std::string where = stepText(r, static_cast<int>(l), static_cast<int>(s), st);
+          if (static_cast<int>(st.op) > static_cast<int>(Op::kReduce)) reject(where + ": bad op");
+          if (plan::opSends(st.op)) {
+            if (st.sendPeer < 0 || st.sendPeer >= n) reject(where + ": send peer out of range");
+            info.sendFifo = fifoId(r, st.sendPeer, channel);
+          }
+          if (plan::opRecvs(st.op)) {
+            if (st.recvPeer < 0 || st.recvPeer >= n) reject(where + ": receive peer out of range");
+            info.recvFifo = fifoId(st.recvPeer, r, channel);
+          }
+          for (const plan::StepRef& d : st.deps)
+            if (d.lane < 0 || d.lane >= static_cast<int>(p.lanes.size()) || d.step < 0 ||
+                d.step >= static_cast<int>(p.lanes[d.lane].steps.size()))
+              reject(where + ": dependency on lane " + std::to_string(d.lane) + " step " +
+                     std::to_string(d.step) + " that does not exist");
+          info.bytes = st.count * elem;
+          info.nslices = std::max<uint64_t>(1, (info.bytes + slice - 1) / slice);
+          info.nslices = std::min(info.nslices, maxSlices);
+          info.sliceBytes = (info.bytes + info.nslices - 1) / info.nslices;
+          steps_.push_back(std::move(info));
+        }
+        lanes_.push_back(L);
+      }
+    }
+    // Receives and sends pair up per FIFO; a count mismatch can never complete.
+    std::vector<int> sends(fifos_.size()), recvs(fifos_.size()), lastSend(fifos_.size(), -1),
+        lastRecv(fifos_.size(), -1);
+    for (size_t g = 0; g < steps_.size(); ++g) {
+      if (steps_[g].sendFifo >= 0) ++sends[steps_[g].sendFifo], lastSend[steps_[g].sendFifo] = g;
+      if (steps_[g].recvFifo >= 0) ++recvs[steps_[g].recvFifo], lastRecv[steps_[g].recvFifo] = g;
+    }
+    for (size_t i = 0; i < fifos_.size(); ++i) {
+      const Fifo& f = fifos_[i];
+      const std::string counts = "rank " + std::to_string(f.from) + " sends " +
+                                 std::to_string(sends[i]) + " messages to rank " +
+                                 std::to_string(f.to) + " on channel " +
+                                 std::to_string(f.channel) + ", rank " + std::to_string(f.to) +
+                                 " receives " + std::to_string(recvs[i]);
+      if (recvs[i] > sends[i])
+        reject(describe(lastRecv[i]) + " has no matching send: " + counts);
+      if (sends[i] > recvs[i])
+        reject(describe(lastSend[i]) + " has no matching receive: " + counts);
+    }
+  }
+
+  // ---- flows ----
+
+  void startFlow(int lane, uint64_t bytes, const std::vector<int>* route) {
+    for (int l : *route) result_.links[l].bytes += static_cast<double>(bytes);
+    flows_.push_back({lane, static_cast<double>(bytes), static_cast<double>(bytes), route});
+    ratesDirty_ = true;
+  }
+
+  void advanceFlows(double t) {
+    const double dt = t - now_;
+    if (dt > 0) {
+      for (size_t i = 0; i < flows_.size(); ++i)
+        flows_[i].left -= rates_[i] * kBytesPerUsPerGBs * dt;
+      if (!flows_.empty())
+        for (int l : share_.usedLinks()) result_.links[l].busyUs += dt;
+    }
+    now_ = std::max(now_, t);
+  }
+
+  void finishFlows() {
+    std::vector<int> doneLanes;
+    for (size_t i = 0; i < flows_.size();) {
+      const Flow& f = flows_[i];
+      if (f.left <= 1e-9 * f.total + 1e-9) {
+        doneLanes.push_back(f.lane);
+        flows_[i] = flows_.back();
+        rates_[i] = rates_.back();
+        flows_.pop_back();
+        rates_.pop_back();
+        ratesDirty_ = true;
+      } else {
+        ++i;
+      }
+    }
+    for (int lane : doneLanes) sliceSent(lane);
+  }
+
+  // ---- events ----
+
+  void schedule(double t, int kind, int a, uint64_t b) { events_.push({t, seq_++, kind, a, b}); }
+
+  void handle(const Event& e) {
+    if (e.kind == 0) {
+      arrive(e.a, e.b);
+    } else {
+      LaneState& L = lanes_[e.a];
+      if (!L.overheadDone) L.overheadDone = true;
+      else L.localDone = true;
+      L.phase = Phase::kReady;
+      work_.push_back(e.a);
+    }
+  }
+
+  void arrive(int fifo, uint64_t absolute) {
+    Fifo& f = fifos_[fifo];
+    f.q[absolute - f.popped].arrived = true;
+    if (f.waitingReceiver >= 0 && absolute == f.popped) {
+      const int lane = f.waitingReceiver;
+      f.waitingReceiver = -1;
+      note(lane, f.q.front().sender, Wait::kData);
+      wake(lane);
+    }
+  }
+
+  // Frees the oldest slot of `fifo`, consumed by step g.
+  void pop(int fifo, int g) {
+    Fifo& f = fifos_[fifo];
+    f.q.pop_front();
+    ++f.popped;
+    if (f.waitingSender >= 0) {
+      const int lane = f.waitingSender;
+      f.waitingSender = -1;
+      note(lane, g, Wait::kSlot);
+      wake(lane);
+    }
+  }
+
+  void note(int lane, int blocker, Wait why) {
+    const LaneState& L = lanes_[lane];
+    StepInfo& s = steps_[L.firstStep + L.cur];
+    s.blocker = blocker;
+    s.why = why;
+  }
+
+  void wake(int lane) {
+    if (lanes_[lane].phase == Phase::kBlocked) {
+      lanes_[lane].phase = Phase::kReady;
+      work_.push_back(lane);
+    }
+  }
+
+  void drainWork() {
+    while (!work_.empty()) {
+      const int lane = work_.back();
+      work_.pop_back();
+      drive(lane);
+    }
+  }
+
+  // ---- lanes ----
+
+  void completeStep(int lane) {
+    LaneState& L = lanes_[lane];
+    const int g = L.firstStep + L.cur;
+    StepInfo& s = steps_[g];
+    s.done = true;
+    s.endUs = now_;
+    ++result_.events;
+    for (int w : s.depWaiters) wake(w);
+    s.depWaiters.clear();
+    ++L.cur;
+    L.started = L.overheadDone = L.localDone = false;
+    L.slice = 0;
+  }
+
+  // A slice of the lane's current step has left its sender.
+  // `requeue`: the lane continues from the work list (false: its caller continues it).
+  void sliceSent(int lane, bool requeue = true) {
+    LaneState& L = lanes_[lane];
+    const int g = L.firstStep + L.cur;
+    const StepInfo& s = steps_[g];
+    Fifo& out = fifos_[s.sendFifo];
+    const uint64_t absolute = out.popped + out.q.size() - 1;  // this slice is the newest entry
+    ++result_.events;
+    if (out.latencyUs > 0)
+      schedule(now_ + out.latencyUs, 0, s.sendFifo, absolute);
+    else
+      arrive(s.sendFifo, absolute);
+    if (s.recvFifo >= 0) pop(s.recvFifo, g);
+    ++L.slice;
+    L.phase = Phase::kReady;
+    if (requeue) work_.push_back(lane);
+  }
+
+  void drive(int lane) {
+    LaneState& L = lanes_[lane];
+    if (L.phase != Phase::kReady) return;
+    while (L.cur < L.steps) {
+      const int g = L.firstStep + L.cur;
+      StepInfo& s = steps_[g];
+      const Step& st = *s.step;
+      if (!L.started) {
+        for (const plan::StepRef& d : st.deps) {
+          const int dg = lanes_[laneBase_[L.rank] + d.lane].firstStep + d.step;
+          if (!steps_[dg].done) {
+            steps_[dg].depWaiters.push_back(lane);
+            L.phase = Phase::kBlocked;
+            return;
+          }
+        }
+        // What this step waited for: the last of its lane's previous step and its deps.
+        s.blocker = L.cur > 0 ? g - 1 : -1;
+        s.why = L.cur > 0 ? Wait::kLane : Wait::kNone;
+        for (const plan::StepRef& d : st.deps) {
+          const int dg = lanes_[laneBase_[L.rank] + d.lane].firstStep + d.step;
+          if (s.blocker < 0 || steps_[dg].endUs > steps_[s.blocker].endUs) {
+            s.blocker = dg;
+            s.why = Wait::kDependency;
+          }
+        }
+        L.started = true;
+        s.startUs = now_;
+        if (opt_.stepOverheadUs > 0 && !L.overheadDone) {
+          L.phase = Phase::kBusy;
+          schedule(now_ + opt_.stepOverheadUs, 1, lane, 0);
+          return;
+        }
+        L.overheadDone = true;
+      }
+      if (st.op == Op::kNop || st.op == Op::kCopy || st.op == Op::kReduce) {
+        if (st.op != Op::kNop && opt_.localBw > 0 && !L.localDone && s.bytes > 0) {
+          L.phase = Phase::kBusy;
+          schedule(now_ + s.bytes / (opt_.localBw * kBytesPerUsPerGBs), 1, lane, 0);
+          return;
+        }
+        completeStep(lane);
+        continue;
+      }
+      while (L.slice < s.nslices) {
+        if (s.recvFifo >= 0) {
+          Fifo& in = fifos_[s.recvFifo];
+          if (in.q.empty() || !in.q.front().arrived) {
+            in.waitingReceiver = lane;
+            L.phase = Phase::kBlocked;
+            return;
+          }
+          if (L.slice == 0 && in.q.front().msgCount != st.count)
+            reject(describe(g) + " receives " + std::to_string(st.count) + " elements but " +
+                   describe(in.q.front().sender) + " sends " +
+                   std::to_string(in.q.front().msgCount));
+        }
+        const uint64_t bytes =
+            L.slice + 1 < s.nslices ? s.sliceBytes : s.bytes - s.sliceBytes * (s.nslices - 1);
+        if (s.sendFifo >= 0) {
+          Fifo& out = fifos_[s.sendFifo];
+          if (out.q.size() >= static_cast<size_t>(std::max(1, opt_.fifoSlots))) {
+            out.waitingSender = lane;
+            L.phase = Phase::kBlocked;
+            return;
+          }
+          out.q.push_back({g, st.count, false});
+          if (bytes == 0 || out.route->empty()) {
+            sliceSent(lane, false);  // nothing crosses a link: it leaves at once
+            continue;
+          }
+          startFlow(lane, bytes, out.route);
+          L.phase = Phase::kBusy;
+          return;
+        }
+        // Receive only: the slice is consumed as it arrives.
+        pop(s.recvFifo, g);
+        ++L.slice;
+        ++result_.events;
+      }
+      completeStep(lane);
+    }
+    L.phase = Phase::kDone;
+    result_.rankFinishUs[L.rank] = std::max(result_.rankFinishUs[L.rank], now_);
+  }
+
+  void reportDeadlock() {
+    std::vector<std::string> stuck;
+    for (const LaneState& L : lanes_) {
+      if (L.cur >= L.steps) continue;
+      const int g = L.firstStep + L.cur;
+      const Step& st = *steps_[g].step;
+      std::string why;
+      if (!L.started) {
+        for (const plan::StepRef& d : st.deps) {
+          const int dg = lanes_[laneBase_[L.rank] + d.lane].firstStep + d.step;
+          if (!steps_[dg].done) {
+            why = "waits for " + describe(dg);
+            break;
+          }
+        }
+      } else if (steps_[g].recvFifo >= 0 && (fifos_[steps_[g].recvFifo].q.empty() ||
+                                             !fifos_[steps_[g].recvFifo].q.front().arrived)) {
+        why = "waits for data from rank " + std::to_string(st.recvPeer) + " on channel " +
+              std::to_string(fifos_[steps_[g].recvFifo].channel);
+      } else {
+        why = "waits for a free slot towards rank " + std::to_string(st.sendPeer) +
+              " on channel " + std::to_string(fifos_[steps_[g].sendFifo].channel);
+      }
+      stuck.push_back(describe(g) + " " + why);
+    }
+    if (stuck.empty()) return;
+    std::string msg = "deadlock (FIFOs of " + std::to_string(opt_.fifoSlots) + " slots): ";
+    for (size_t i = 0; i < stuck.size() && i < 6; ++i) msg += (i ? "; " : "") + stuck[i];
+    if (stuck.size() > 6) msg += "; and " + std::to_string(stuck.size() - 6) + " more lanes";
+    reject(msg);
+  }
+
+  void finishResult() {
+    int last = -1;
+    for (size_t g = 0; g < steps_.size(); ++g)
+      if (last < 0 || steps_[g].endUs > steps_[last].endUs) last = static_cast<int>(g);
+    result_.timeUs = last >= 0 ? steps_[last].endUs : 0;
+    if (last < 0) return;
+    const LaneState& L = lanes_[steps_[last].lane];
+    result_.lastStep = {L.rank, L.lane, steps_[last].index};
+    std::vector<CriticalStep> path;
+    for (int g = last, hops = 0; g >= 0 && hops <= static_cast<int>(steps_.size()); ++hops) {
+      const StepInfo& s = steps_[g];
+      const LaneState& SL = lanes_[s.lane];
+      path.push_back({{SL.rank, SL.lane, s.index}, s.startUs, s.endUs, waitName(s.why)});
+      g = s.blocker;
+    }
+    std::reverse(path.begin(), path.end());
+    result_.criticalPath = std::move(path);
+  }
+
+  const Plan& plan_;
+  const Fabric& fabric_;
+  SimOptions opt_;
+  FairShare share_;
+  std::vector<LaneState> lanes_;
+  std::vector<int> laneBase_;
+  std::vector<StepInfo> steps_;
+  std::vector<Fifo> fifos_;
+  std::vector<Flow> flows_;
+  std::vector<double> rates_;
+  std::vector<const std::vector<int>*> route_ptrs_;
+  bool ratesDirty_ = false;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t seq_ = 0;
+  std::vector<int> work_;
+  double now_ = 0;
+  SimResult result_;
+};
+
+}  // namespace
+
+SimResult simulate(const plan::Plan& plan, const Fabric& fabric, const SimOptions& options) {
+  Engine engine(plan, fabric, options);
+  return engine.run();
+}
+
+}  // namespace weft::synth

@@ -1,0 +1,1 @@
+#include "synth/model/simulator.h"
