@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml-dev
       libgtest-dev googletest python3 graphviz clang
-      iproute2)  # ip/tc for the network-namespace tests (label netns)
+      iproute2  # ip/tc for the network-namespace tests (label netns)
+      libz3-dev)  # Z3 for exact synthesis (synth/solver; skipped when absent)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
