@@ -7,6 +7,7 @@
 #include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
+#include "src/plan/chunk_plan.h"
 #include "transports/base/fifo.h"
 
 namespace weft::core {
@@ -27,6 +28,17 @@ struct InitInfo {
   uint32_t slots;
   uint32_t pad;
 };
+
+// Whether a call is in place as NCCL defines it: the same buffer, or for allgather /
+// reducescatter the rank's slot of the larger buffer.
+bool inPlaceCall(const Call& c, int rank, size_t elemSize) {
+  const char* in = static_cast<const char*>(c.send);
+  const char* out = static_cast<const char*>(c.recv);
+  const size_t slot = static_cast<size_t>(rank) * c.count * elemSize;
+  if (c.coll == plan::Collective::kAllGather) return in == out + slot;
+  if (c.coll == plan::Collective::kReduceScatter) return out == in + slot;
+  return in == out;
+}
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -91,6 +103,9 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   select::LinkModel model;
   selector_ = std::make_unique<select::Selector>(nranks, model,
                                                  select::AlgoFilter(env::get("NCCL_ALGO")));
+  // MSCCL XML plans from MSCCL_ALGO_DIR / WEFT_PLAN_DIR (read once per process).
+  if (auto library = select::libraryFromEnvironment(); !library->empty())
+    selector_->setLibrary(std::move(library), ctx_.slotBytes);
   {
     // Ranks on several hosts: the selector also weighs hierarchical plans, with a network model.
     std::vector<int> hostOf(nranks);
@@ -171,7 +186,11 @@ const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Ch
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     if (plans_.size() > 512) plans_.clear();  // bounded: counts vary in sweeps
-    auto p = std::make_shared<const plan::Plan>(algo::build(choice.algorithm, spec, choice.options));
+    auto p = choice.chunkPlan
+                 ? std::make_shared<const plan::Plan>(plan::instantiate(
+                       *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm))
+                 : std::make_shared<const plan::Plan>(
+                       algo::build(choice.algorithm, spec, choice.options));
     it = plans_.emplace(key, std::move(p)).first;
   }
   *holder = it->second;
@@ -196,22 +215,32 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   spec.count = call.count;
   spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
   exec::Work w;
-  const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, call.send == call.recv};
+  const bool inPlace = inPlaceCall(call, rank_, spec.elemSize);
+  const bool scalesInput = call.op >= kNumBuiltinOps ||
+                           (call.op == static_cast<int>(RedOp::kAvg) && isFloating(call.type));
+  const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, inPlace, scalesInput};
   {
     std::lock_guard<std::mutex> lock(planMu_);
     auto hit = shapePlans_.find(shape);
     if (hit != shapePlans_.end()) w.plan = hit->second;
   }
   if (!w.plan) {
-    select::Choice choice = selector_->choose(spec);
+    select::Choice choice = selector_->choose(spec, select::CallTraits{inPlace, scalesInput});
     // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
     choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
     planFor(spec, choice, &w.plan);
+    if (choice.chunkPlan)
+      WEFT_INFO(TUNING, "rank %d: %s of %lu x %u bytes%s uses %s from %s", rank_,
+                plan::collectiveName(spec.coll), static_cast<unsigned long>(spec.count),
+                spec.elemSize, inPlace ? " in place" : "", choice.algorithm.c_str(),
+                choice.chunkPlanSource.c_str());
     std::lock_guard<std::mutex> lock(planMu_);
     if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
     shapePlans_.emplace(shape, w.plan);
   }
   const plan::Plan& p = *w.plan;
+  if (!p.outOfPlaceSafe && !inPlace)
+    fail(Status::kInternalError, "plan " + p.algorithm + " only runs in place");
   w.program = &p.programs[rank_];
   w.rank = rank_;
   w.type = call.type;

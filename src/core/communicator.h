@@ -96,13 +96,15 @@ class Communicator : public exec::ConnectionSource {
     uint32_t elemSize = 0;
     plan::Collective coll = plan::Collective::kAllReduce;
     bool inPlace = false;
+    bool scalesInput = false;  // PreMulSum: in-place-only library plans do not apply
     bool operator==(const CallShape&) const = default;
   };
   struct CallShapeHash {
     size_t operator()(const CallShape& k) const {
       return std::hash<uint64_t>()(k.count * 1000003u ^ (static_cast<uint64_t>(k.coll) << 56) ^
                                    (static_cast<uint64_t>(k.root) << 40) ^
-                                   (static_cast<uint64_t>(k.elemSize) << 32) ^ k.inPlace);
+                                   (static_cast<uint64_t>(k.elemSize) << 32) ^ k.inPlace ^
+                                   (static_cast<uint64_t>(k.scalesInput) << 1));
     }
   };
   std::unordered_map<CallShape, std::shared_ptr<const plan::Plan>, CallShapeHash> shapePlans_;

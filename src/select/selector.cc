@@ -59,7 +59,7 @@ AlgoFilter::AlgoFilter(const std::string& text) {
     while (std::getline(names, name, ',')) {
       name = canonicalAlgorithm(name);
       if (!name.empty()) {
-        if (!algo::find(name))
+        if (!algo::find(name) && name != kLibraryAlgorithm)
           WEFT_WARN(TUNING, "NCCL_ALGO: unknown algorithm '%s' ignored", name.c_str());
         else
           rule.names.push_back(name);
@@ -159,7 +159,12 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
   return (n - 1) * a + 2 * bytes * b * n;
 }
 
-Choice Selector::choose(const plan::Spec& spec) const {
+void Selector::setLibrary(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes) {
+  library_ = std::move(library);
+  slotBytes_ = slotBytes;
+}
+
+Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   Choice best;
   double bestTime = std::numeric_limits<double>::infinity();
   for (const auto& alg : algo::all()) {
@@ -183,6 +188,28 @@ Choice Selector::choose(const plan::Spec& spec) const {
     }
   }
   if (best.algorithm == "hier") best.options.hostOf = hostOf_;
+  if (library_ && !library_->empty() && filter_.allows(spec.coll, kLibraryAlgorithm)) {
+    LibraryQuery q;
+    q.coll = spec.coll;
+    q.nranks = nranks_;
+    q.root = spec.root;
+    q.count = spec.count;
+    q.elemSize = spec.elemSize;
+    q.inPlace = call.inPlace;
+    q.scalesInput = call.scalesInput;
+    q.slotBytes = slotBytes_;
+    const LibraryPlan* hit = library_->match(q);
+    // A forced "msccl" leaves no built-in choice above (bestTime is the fallback's).
+    const bool forced = !filter_.allows(spec.coll, best.algorithm);
+    if (hit && (hit->predictedUs == 0 || forced || hit->predictedUs < bestTime)) {
+      Choice lib;
+      lib.algorithm = std::string(kLibraryAlgorithm) + ":" + hit->plan->name + "#" +
+                      std::to_string(hit->id);
+      lib.chunkPlan = hit->plan;
+      lib.chunkPlanSource = hit->source;
+      return lib;
+    }
+  }
   return best;
 }
 
@@ -203,6 +230,7 @@ std::string Selector::table() const {
       out << " " << bytes << "->" << choose(s).algorithm;
     }
   }
+  if (library_ && !library_->empty()) out << "\n" << library_->describe();
   return out.str();
 }
 

@@ -1,18 +1,32 @@
 // Chooses an algorithm per (collective, size) from a small alpha-beta cost model, unless
 // NCCL_ALGO / WEFT_ALGO says otherwise.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/registry.h"
 #include "src/plan/plan.h"
+#include "src/select/plan_library.h"
 
 namespace weft::select {
 
 struct Choice {
-  std::string algorithm;
+  std::string algorithm;  // a built-in algorithm's name, or "msccl:<plan name>#<library id>"
   algo::Options options;
+  // A plan library entry to instantiate instead of building `algorithm`.
+  std::shared_ptr<const plan::ChunkPlan> chunkPlan;
+  std::string chunkPlanSource;
 };
+
+// What the selector needs to know about a call beyond its Spec.
+struct CallTraits {
+  bool inPlace = false;      // buffers alias as NCCL's in-place rules say
+  bool scalesInput = false;  // PreMulSum (or float Avg): reads of the input are scaled
+};
+
+// The name NCCL_ALGO uses for plan library entries (MSCCL XML files, synthesized plans).
+inline constexpr const char* kLibraryAlgorithm = "msccl";
 
 // Parsed NCCL_ALGO: "ring", "ring,tree", "^tree", "allreduce:tree;broadcast:ring".
 class AlgoFilter {
@@ -39,7 +53,13 @@ struct LinkModel {
 class Selector {
  public:
   Selector(int nranks, LinkModel model, AlgoFilter filter);
-  Choice choose(const plan::Spec& spec) const;
+  Choice choose(const plan::Spec& spec) const { return choose(spec, CallTraits{}); }
+  // A library plan when one matches the call (and NCCL_ALGO allows "msccl"): without a
+  // predicted cost it is taken as is (MSCCL's rule for loaded files), with one only when it beats
+  // the best built-in algorithm's prediction. Otherwise the best built-in algorithm.
+  Choice choose(const plan::Spec& spec, const CallTraits& call) const;
+  // Plans to offer; `slotBytes` is the FIFO slot of the communicator (see plan_library.h).
+  void setLibrary(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes);
   // Ranks span hosts: `hostOf` labels each rank's host; `net` models one hop between hosts (the
   // constructor's model stays the link inside a host). Enables the hierarchical algorithms.
   void setHosts(const std::vector<int>& hostOf, LinkModel net);
@@ -55,6 +75,8 @@ class Selector {
   std::vector<int> hostOf_;  // empty: one host
   int hosts_ = 1, maxLocal_ = 1;
   LinkModel net_;
+  std::shared_ptr<const PlanLibrary> library_;
+  uint64_t slotBytes_ = 128 * 1024;
 };
 
 // Normalises user spellings: "Ring" -> "ring", "halvingdoubling" -> "rhd", ...

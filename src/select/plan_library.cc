@@ -1,0 +1,238 @@
+#include "src/select/plan_library.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include "src/common/env.h"
+#include "src/common/error.h"
+#include "src/common/log.h"
+#include "src/plan/msccl_xml.h"
+#include "src/plan/verifier.h"
+
+namespace weft::select {
+
+namespace {
+
+// Verification at load walks every element of every rank's buffers: bound the work.
+constexpr uint64_t kMaxVerifyElements = 1u << 22;
+
+uint64_t smallestCount(const plan::ChunkPlan& p) {
+  const uint64_t mult = plan::sizeMultiplier(p.coll, p.nranks);
+  return p.chunksPerLoop / std::gcd(p.chunksPerLoop, mult);
+}
+
+uint64_t maxStepChunks(const plan::ChunkPlan& p) {
+  uint64_t m = 0;
+  for (const auto& prog : p.programs)
+    for (const auto& lane : prog.lanes)
+      for (const auto& s : lane.steps) m = std::max(m, s.count);
+  return m;
+}
+
+std::string windowText(const plan::ChunkPlan& p) {
+  std::ostringstream o;
+  o << plan::collectiveName(p.coll) << ", " << p.nranks << " ranks, " << p.minBytes << "-";
+  if (p.maxBytes) o << p.maxBytes; else o << "any";
+  o << " bytes, " << (p.inPlace && p.outOfPlace ? "in and out of place"
+                      : p.inPlace               ? "in place only"
+                                                : "out of place only");
+  return o.str();
+}
+
+std::vector<std::string> splitDirs(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream s(list);
+  std::string d;
+  while (std::getline(s, d, ':'))
+    if (!d.empty()) out.push_back(d);
+  return out;
+}
+
+// *.xml regular files of a directory, sorted; `why` says why the directory could not be read.
+std::vector<std::string> xmlFiles(const std::string& dir, std::string* why) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) {
+    *why = sysError("cannot open directory " + dir, errno);
+    return out;
+  }
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, ".xml") != 0) continue;
+    out.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct CachedFile {
+  off_t size = -1;
+  int64_t mtimeNs = -1;
+  std::shared_ptr<const plan::ChunkPlan> plan;
+  std::string error;
+};
+
+std::mutex cacheMu;
+std::map<std::string, CachedFile>& fileCache() {
+  static std::map<std::string, CachedFile> cache;
+  return cache;
+}
+
+// The checked plan of a file, read at most once per process and version of the file.
+CachedFile loadFile(const std::string& path) {
+  struct stat st;
+  CachedFile fresh;
+  if (::stat(path.c_str(), &st) != 0) {
+    fresh.error = sysError("stat " + path, errno);
+    return fresh;
+  }
+  fresh.size = st.st_size;
+  fresh.mtimeNs = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  {
+    std::lock_guard<std::mutex> lock(cacheMu);
+    auto it = fileCache().find(path);
+    if (it != fileCache().end() && it->second.size == fresh.size &&
+        it->second.mtimeNs == fresh.mtimeNs)
+      return it->second;
+  }
+  try {
+    plan::ChunkPlan p = plan::importMscclFile(path);
+    fresh.error = checkLibraryPlan(p, true);
+    if (fresh.error.empty()) fresh.plan = std::make_shared<const plan::ChunkPlan>(std::move(p));
+  } catch (const Error& e) {
+    fresh.error = e.what();
+  }
+  if (fresh.plan)
+    WEFT_INFO(INIT, "plan library: loaded %s: msccl plan '%s' (%s)", path.c_str(),
+              fresh.plan->name.c_str(), windowText(*fresh.plan).c_str());
+  else
+    WEFT_WARN(INIT, "plan library: rejected %s: %s", path.c_str(), fresh.error.c_str());
+  std::lock_guard<std::mutex> lock(cacheMu);
+  fileCache()[path] = fresh;
+  return fresh;
+}
+
+}  // namespace
+
+std::string checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
+  if (p.nranks < 1 || static_cast<int>(p.programs.size()) != p.nranks)
+    return "plan has " + std::to_string(p.programs.size()) + " programs for " +
+           std::to_string(p.nranks) + " ranks";
+  if (!p.inPlace && !p.outOfPlace) return "plan is usable neither in place nor out of place";
+  if (p.chunksPerLoop == 0) return "chunksPerLoop is 0";
+  const uint64_t count = smallestCount(p);
+  try {
+    plan::Plan inst = plan::instantiate(p, count);
+    if (!verify) return "";
+    uint64_t elements = 0;
+    for (int r = 0; r < p.nranks; ++r) {
+      const plan::BufferSizes b = plan::bufferSizes(inst.spec, r);
+      elements += b.input + b.output + inst.programs[r].scratchElems;
+    }
+    if (elements > kMaxVerifyElements)
+      return "too large to verify at load (" + std::to_string(elements) +
+             " buffer elements at its smallest count " + std::to_string(count) + ")";
+    plan::verify(inst);
+  } catch (const Error& e) {
+    return std::string("at count ") + std::to_string(count) + ": " + e.what();
+  }
+  return "";
+}
+
+const LibraryPlan& PlanLibrary::add(plan::ChunkPlan plan, std::string source, double predictedUs,
+                                    bool verify) {
+  std::string why = checkLibraryPlan(plan, verify);
+  if (!why.empty())
+    fail(Status::kInvalidArgument, "plan library: " + source + ": " + why);
+  return addChecked(std::make_shared<const plan::ChunkPlan>(std::move(plan)), std::move(source),
+                    predictedUs);
+}
+
+const LibraryPlan& PlanLibrary::addChecked(std::shared_ptr<const plan::ChunkPlan> plan,
+                                           std::string source, double predictedUs) {
+  LibraryPlan e;
+  e.maxStepChunks = maxStepChunks(*plan);
+  e.plan = std::move(plan);
+  e.source = std::move(source);
+  e.predictedUs = predictedUs > 0 ? predictedUs : 0;
+  e.id = nextId_++;
+  plans_.push_back(std::move(e));
+  return plans_.back();
+}
+
+const LibraryPlan* PlanLibrary::match(const LibraryQuery& q) const {
+  const LibraryPlan* best = nullptr;
+  for (const LibraryPlan& e : plans_) {
+    const plan::ChunkPlan& p = *e.plan;
+    if (p.coll != q.coll || p.nranks != q.nranks) continue;
+    if ((p.coll == plan::Collective::kBroadcast || p.coll == plan::Collective::kReduce ||
+         p.coll == plan::Collective::kGather || p.coll == plan::Collective::kScatter) &&
+        p.root != q.root)
+      continue;
+    if (q.inPlace ? !p.inPlace : !p.outOfPlace) continue;
+    if (!p.outOfPlace && q.scalesInput) continue;
+    const uint64_t chunk = plan::chunkElems(p, q.count);
+    if (chunk == 0) continue;
+    const uint64_t bytes = plan::sizeMultiplier(p.coll, p.nranks) * q.count * q.elemSize;
+    if (bytes < p.minBytes || (p.maxBytes != 0 && bytes > p.maxBytes)) continue;
+    if (e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
+    if (!best) {
+      best = &e;
+    } else if (best->predictedUs > 0 &&
+               (e.predictedUs == 0 || e.predictedUs < best->predictedUs)) {
+      best = &e;
+    }
+  }
+  return best;
+}
+
+std::string PlanLibrary::describe() const {
+  std::ostringstream o;
+  o << "plan library: " << plans_.size() << " plans";
+  for (const LibraryPlan& e : plans_) {
+    o << "\n  msccl '" << e.plan->name << "' (" << windowText(*e.plan) << ") from " << e.source;
+    if (e.predictedUs > 0) o << ", predicted " << e.predictedUs << " us";
+  }
+  return o.str();
+}
+
+std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dirs) {
+  auto lib = std::make_shared<PlanLibrary>();
+  if (dirs.empty()) return lib;
+  // The ranks of one process initialise together: one of them reads, the others use its result.
+  static std::mutex loadMu;
+  std::lock_guard<std::mutex> loading(loadMu);
+  for (const std::string& dir : splitDirs(dirs)) {
+    std::string why;
+    std::vector<std::string> files = xmlFiles(dir, &why);
+    if (!why.empty()) {
+      // Once per process and directory: every rank of every communicator looks again.
+      static std::set<std::string> reported;
+      std::lock_guard<std::mutex> lock(cacheMu);
+      if (reported.insert(dir).second) WEFT_WARN(INIT, "plan library: %s (skipped)", why.c_str());
+      continue;
+    }
+    for (const std::string& f : files) {
+      CachedFile c = loadFile(f);
+      if (c.plan) lib->addChecked(c.plan, f, 0);
+    }
+  }
+  return lib;
+}
+
+std::shared_ptr<const PlanLibrary> libraryFromEnvironment() {
+  std::string dirs = env::get("MSCCL_ALGO_DIR");
+  const std::string weft = env::get("WEFT_PLAN_DIR");
+  if (!weft.empty()) dirs += (dirs.empty() ? "" : ":") + weft;
+  return libraryFromDirectories(dirs);
+}
+
+}  // namespace weft::select

@@ -1,0 +1,82 @@
+// A table of ChunkPlans the selector may use instead of the built-in algorithms: MSCCL XML files
+// loaded at communicator init (MSCCL_ALGO_DIR, WEFT_PLAN_DIR) and plans a synthesizer adds with
+// a predicted cost. Each plan carries MSCCL's selection window: collective, ranks, a byte range
+// and whether it may run in place and/or out of place.
+//
+// Weft's executor runs each step over its whole range (in slot-sized slices), where MSCCL runs
+// the whole program once per slice. The two agree when every message of a step fits one FIFO
+// slot, which is the regime verify() covers when a plan is added; so a plan is offered only for
+// counts whose largest message fits the communicator's slot.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/plan/chunk_plan.h"
+
+namespace weft::select {
+
+struct LibraryPlan {
+  std::shared_ptr<const plan::ChunkPlan> plan;
+  std::string source;        // file path, or what added it ("synth:ring", ...)
+  double predictedUs = 0;    // 0: none; such plans (files) are used whenever they match
+  uint64_t maxStepChunks = 0;  // the largest `count` of any step, in chunks
+  int id = 0;                // unique in its library (plan cache keys)
+};
+
+// One call, as the library sees it.
+struct LibraryQuery {
+  plan::Collective coll = plan::Collective::kAllReduce;
+  int nranks = 1;
+  int root = 0;
+  uint64_t count = 0;     // API count
+  uint32_t elemSize = 4;
+  bool inPlace = false;   // the call's buffers alias as NCCL's in-place rules say
+  // The reduction scales reads of the input (PreMulSum, float Avg): in-place-only plans, which
+  // write the input buffer and read it again, cannot run it.
+  bool scalesInput = false;
+  uint64_t slotBytes = 128 * 1024;  // FIFO slot of the communicator
+};
+
+class PlanLibrary {
+ public:
+  // Adds a plan after checking it: it must instantiate at its smallest count and, with `verify`,
+  // pass plan::verify() there in every mode it allows. Throws weft::Error(kInvalidArgument) with
+  // the reason otherwise. `predictedUs` is the cost a synthesizer predicts (0 = none).
+  const LibraryPlan& add(plan::ChunkPlan plan, std::string source, double predictedUs = 0,
+                         bool verify = true);
+  // Adds an already checked entry (from the process-wide file cache).
+  const LibraryPlan& addChecked(std::shared_ptr<const plan::ChunkPlan> plan, std::string source,
+                                double predictedUs);
+
+  // The plan to use for a call, or nullptr: collective, ranks, root, in/out-of-place, byte window
+  // (sizeMultiplier * count * elemSize in [minBytes, maxBytes]), equal chunks and messages that
+  // fit a slot must all match. Plans without a predicted cost win in the order they were added,
+  // then the lowest predicted cost.
+  const LibraryPlan* match(const LibraryQuery& q) const;
+
+  bool empty() const { return plans_.empty(); }
+  const std::vector<LibraryPlan>& plans() const { return plans_; }
+  // One line per plan, for the TUNING log.
+  std::string describe() const;
+
+ private:
+  std::vector<LibraryPlan> plans_;
+  int nextId_ = 0;
+};
+
+// Checks a plan as add() does; "" when it is fine, else the reason.
+std::string checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
+
+// The library of MSCCL XML files in the colon-separated directories of MSCCL_ALGO_DIR and
+// WEFT_PLAN_DIR (*.xml, by name). Each file is read and verified once per process (again when
+// its size or modification time changes); INFO logs which files were loaded and which were
+// rejected and why. A bad file or directory is reported and skipped, never fatal.
+std::shared_ptr<const PlanLibrary> libraryFromEnvironment();
+
+// Same for an explicit directory list (colon-separated).
+std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dirs);
+
+}  // namespace weft::select

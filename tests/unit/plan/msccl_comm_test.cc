@@ -1,0 +1,262 @@
+// The published MSCCL algorithm files run on 8 thread ranks through the plan library
+// (WEFT_PLAN_DIR / MSCCL_ALGO_DIR at communicator init, NCCL_ALGO=msccl) and give exact results;
+// a directory holding a broken file still initialises and reports the file.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "nccl.h"
+#include "tests/support/collective_check.h"
+
+using namespace weft::test;
+
+namespace {
+
+const std::string kMsccl = WEFT_SHARED_MSCCL;
+
+// The log is the only window on which plan ran: route INFO (INIT, TUNING) to a file before the
+// logger reads its configuration.
+std::string logPath() {
+  static const std::string path = [] {
+    char dir[] = "/tmp/weft-msccl-log-XXXXXX";
+    std::string d = mkdtemp(dir) ? dir : "/tmp";
+    return d + "/log.txt";
+  }();
+  return path;
+}
+// Removes the log when the tests are done.
+class LogCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const std::string path = logPath();
+    unlink(path.c_str());
+    rmdir(path.substr(0, path.rfind('/')).c_str());
+  }
+};
+const bool kLogConfigured = [] {
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
+  setenv("NCCL_DEBUG_FILE", logPath().c_str(), 1);
+  ::testing::AddGlobalTestEnvironment(new LogCleanup);
+  return true;
+}();
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Log text written since construction.
+class LogWatch {
+ public:
+  LogWatch() : start_(readFile(logPath()).size()) {}
+  std::string text() const { return readFile(logPath()).substr(start_); }
+
+ private:
+  size_t start_;
+};
+
+// A temporary plan directory, removed with its files.
+class PlanDir {
+ public:
+  PlanDir() {
+    char dir[] = "/tmp/weft-msccl-plans-XXXXXX";
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    path_ = dir;
+  }
+  ~PlanDir() {
+    for (const auto& f : files_) unlink(f.c_str());
+    rmdir(path_.c_str());
+  }
+  std::string add(const std::string& name, const std::string& text) {
+    std::string f = path_ + "/" + name;
+    std::ofstream(f, std::ios::binary) << text;
+    files_.push_back(f);
+    return f;
+  }
+  std::string copy(const std::string& relative) {
+    std::string name = relative.substr(relative.find('/') + 1);
+    return add(name, readFile(kMsccl + "/" + relative));
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+class Comms {
+ public:
+  explicit Comms(int n) : comms_(n) {
+    EXPECT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  }
+  ~Comms() {
+    for (auto c : comms_)
+      if (c) ncclCommDestroy(c);
+  }
+  const std::vector<ncclComm_t>& get() const { return comms_; }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+};
+
+// Environment for one communicator set, restored afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
+    for (auto& [k, v] : vars) {
+      const char* old = getenv(k.c_str());
+      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_)
+      if (v) setenv(k.c_str(), v->c_str(), 1); else unsetenv(k.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+bool haveShared() {
+  struct stat st;
+  return ::stat(kMsccl.c_str(), &st) == 0;
+}
+
+void expectExact(const std::vector<ncclComm_t>& comms, const CheckCase& c) {
+  CheckResult r = runCheck(comms, c);
+  EXPECT_EQ(r.status, ncclSuccess) << describe(c, 8) << ": " << r.message;
+  EXPECT_EQ(r.wrong, 0u) << describe(c, 8) << ": " << r.message;
+}
+
+struct FileCase {
+  const char* file;
+  const char* plan;
+  Coll coll;
+  std::vector<size_t> counts;  // inside the file's byte window, dividing into its chunks
+};
+
+class RealFileRuns : public ::testing::TestWithParam<FileCase> {};
+
+TEST_P(RealFileRuns, InPlaceCallsUseThePlanAndAreExact) {
+  ASSERT_TRUE(kLogConfigured);
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  const FileCase& fc = GetParam();
+  PlanDir dir;
+  dir.copy(fc.file);
+  LogWatch log;
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "msccl"}, {"WEFT_SLOTS", "4"}});
+  Comms comms(8);
+  for (size_t count : fc.counts) {
+    expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, count, 0, true});
+    // Out of place the in-place-only plan does not apply: a built-in algorithm runs.
+    expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, count, 0, false});
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("plan library: loaded " + dir.path()), std::string::npos) << text;
+  const std::string used = std::string("uses msccl:") + fc.plan;
+  // Every rank logs the first use of each (count, in place) plan; out of place never uses it.
+  EXPECT_EQ(occurrences(text, used), 8 * fc.counts.size()) << used;
+  EXPECT_EQ(occurrences(text, " in place uses msccl:"), occurrences(text, "uses msccl:"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, RealFileRuns,
+    ::testing::Values(
+        // 512 B - 40960 B, 128 chunks.
+        FileCase{"ndv4/ap2ll.xml", "allreduce_pairs", Coll::kAllReduce, {128, 1280, 10240}},
+        // 266240 B - 2078720 B, 64 chunks.
+        FileCase{"ndv4/r48ll.xml", "allreduce_ring_4channelsperring", Coll::kAllReduce,
+                 {66560, 131072}},
+        // 1 MiB - 2 MiB-1, 16 chunks.
+        FileCase{"ndv5/ar-1m.xml", "all_reduce_llm", Coll::kAllReduce, {262144, 393216}},
+        // 8 x count x 4 B in 1 MiB - 2 MiB-1, 32 chunks of the 8-rank output.
+        FileCase{"ndv5/ag-1m.xml", "all_gather_llm", Coll::kAllGather, {32768, 40000}}),
+    [](const auto& info) {
+      std::string n = info.param.file;
+      std::string out;
+      for (char c : n.substr(n.find('/') + 1))
+        if (isalnum(static_cast<unsigned char>(c))) out += c;
+      return out;
+    });
+
+TEST(PlanLibraryComm, OutsideTheWindowOrWithPreMulSumBuiltInsRun) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  PlanDir dir;
+  dir.copy("ndv4/ap2ll.xml");
+  LogWatch log;
+  ScopedEnv env({{"MSCCL_ALGO_DIR", dir.path()}});
+  Comms comms(8);
+  // 130 does not split into 128 chunks, 20480 floats are past maxBytes: no plan applies.
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 130, 0, true});
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 20480, 0, true});
+  // PreMulSum scales reads of the input, which this plan rewrites: it must not run it.
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, -1, 256, 0, true});
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclAvg, 256, 0, true});
+  EXPECT_EQ(occurrences(log.text(), "uses msccl:"), 0u) << log.text();
+  // Integer Avg (sum, then divide) and Max do.
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclInt32, ncclAvg, 256, 0, true});
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclMax, 384, 0, true});
+  EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 16u) << log.text();
+}
+
+TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  PlanDir dir;
+  dir.copy("ndv4/ap2ll.xml");
+  LogWatch log;
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "^msccl"}});
+  Comms comms(8);
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 1280, 0, true});
+  EXPECT_EQ(occurrences(log.text(), "uses msccl:"), 0u);
+}
+
+TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
+  ASSERT_TRUE(kLogConfigured);
+  PlanDir dir;
+  const std::string broken = dir.add("broken.xml", "<algo name=\"x\" proto=\"LL\"");
+  const std::string wrong = dir.add(
+      "cycle.xml",
+      "<algo name=\"c\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" "
+      "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">"
+      "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/>"
+      "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/></algo>");
+  dir.add("notes.txt", "not a plan");
+  LogWatch log;
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path() + ":/nonexistent/weft-plans"},
+                 {"NCCL_ALGO", "msccl"}});
+  {
+    Comms comms(2);
+    // Nothing loaded, so the forced "msccl" falls back to the built-in choice.
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 64, 0, true});
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("rejected " + broken + ": " + broken + ":1: XML parse error"),
+            std::string::npos)
+      << text;
+  // Well-formed, but computes nothing: the verifier's postcondition refuses it.
+  EXPECT_NE(text.find("rejected " + wrong + ": at count 1: plan verifier: (in-place) "
+                      "postcondition of allreduce"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("notes.txt"), std::string::npos);
+  EXPECT_NE(text.find("cannot open directory /nonexistent/weft-plans"), std::string::npos);
+  EXPECT_EQ(occurrences(text, "uses msccl:"), 0u);
+}
+
+}  // namespace
