@@ -315,6 +315,42 @@ Bound lowerBound(plan::Collective coll, const Fabric& f, uint64_t bytes, int roo
       b.latencyUs = latencyDiameter(f);
       break;
     }
+    case Collective::kGather:
+    case Collective::kScatter: {
+      if (root < 0 || root >= n)
+        throw Error(Status::kInvalidArgument, "bounds: root " + std::to_string(root) +
+                                                  " out of range for " + std::to_string(n) +
+                                                  " ranks");
+      // Gather: (N-1)/N of M enters the root's side, and each rank's M/N leaves it. Scatter is
+      // the same with data flowing the other way.
+      const bool gather = coll == Collective::kGather;
+      std::vector<int> others;
+      for (int v = 0; v < n; ++v)
+        if (v != root) others.push_back(v);
+      auto consider = [&](double crossing, double flow, const Cut& c) {
+        if (flow <= 0) throw Error(Status::kInvalidArgument, "bounds: no path across " + c.text);
+        if (us(crossing / flow) > b.bandwidthUs) {
+          b.bandwidthUs = us(crossing / flow);
+          b.cut = c;
+        }
+      };
+      if (n > 1) {
+        Cut c;
+        const double flow =
+            gather ? setFlow(f, others, {root}, &c) : setFlow(f, {root}, others, &c);
+        consider(m / n * (n - 1), flow, c);
+      }
+      const std::vector<double> fromRoot = latencyFrom(f, root);
+      for (int v : others) {
+        Cut c;
+        const double flow = gather ? maxFlowRate(f, v, root, &c) : maxFlowRate(f, root, v, &c);
+        consider(m / n, flow, c);
+        const double lat = gather ? latencyFrom(f, v)[root] : fromRoot[v];
+        checkReachable(lat, f, gather ? v : root, gather ? root : v);
+        b.latencyUs = std::max(b.latencyUs, lat);
+      }
+      break;
+    }
     default:
       throw Error(Status::kInvalidArgument, std::string("bounds: no lower bound for ") +
                                                 plan::collectiveName(coll));

@@ -1,6 +1,6 @@
 // Lower bounds on the time of a collective over a Fabric, for M bytes in nccl-tests' terms
 // (allgather: total output bytes; reducescatter: total input bytes; alltoall: bytes sent per
-// rank; allreduce, broadcast, reduce: buffer bytes). Every fabric node (ranks and switches,
+// rank; gather / scatter: the root's whole buffer; allreduce, broadcast, reduce: buffer bytes). Every fabric node (ranks and switches,
 // CPUs, NICs) may relay data; links carry their bandwidth in each direction.
 //
 // Bandwidth bounds:
@@ -13,6 +13,8 @@
 //  - alltoall: max over rank partitions (A, B) of (|A| |B| M/N bytes that must cross) / min cut
 //    from A to B: every partition up to 10 ranks; beyond, each rank alone, all but one rank, each
 //    host and each prefix of the rank order.
+//  - gather / scatter: (N-1)/N M through the min cut between the root and the others, and M/N
+//    through the min cut between the root and each rank.
 // Latency bound: the lowest-latency path over fabric links that the collective's data must take
 // end to end: the latency diameter between ranks (the root's eccentricity for broadcast / reduce).
 #pragma once
