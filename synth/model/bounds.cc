@@ -37,8 +37,8 @@ std::string rankSetText(const Fabric& f, const std::vector<int>& ranks) {
   bool sameHost = true;
   for (int r = 0; r < f.nranks; ++r) onHost += f.hostOf[r] == host;
   for (int r : ranks) sameHost &= f.hostOf[r] == host;
-  const bool multiHost = std::any_of(f.hostOf.begin(), f.hostOf.end(),
-                                     [&](int h) { return h != host; });
+  const bool multiHost =
+      std::any_of(f.hostOf.begin(), f.hostOf.end(), [&](int h) { return h != host; });
   if (sameHost && multiHost && onHost == static_cast<int>(ranks.size()))
     return "host " + std::to_string(host);
   std::string s = "{";
@@ -102,8 +102,8 @@ std::vector<double> latencyFrom(const Fabric& f, int src) {
 
 void checkReachable(double d, const Fabric& f, int a, int b) {
   if (!std::isfinite(d))
-    throw Error(Status::kInvalidArgument, "bounds: no fabric path from " + f.nodes[a].name +
-                                              " to " + f.nodes[b].name);
+    throw Error(Status::kInvalidArgument,
+                "bounds: no fabric path from " + f.nodes[a].name + " to " + f.nodes[b].name);
 }
 
 double latencyDiameter(const Fabric& f) {
@@ -352,8 +352,8 @@ Bound lowerBound(plan::Collective coll, const Fabric& f, uint64_t bytes, int roo
       break;
     }
     default:
-      throw Error(Status::kInvalidArgument, std::string("bounds: no lower bound for ") +
-                                                plan::collectiveName(coll));
+      throw Error(Status::kInvalidArgument,
+                  std::string("bounds: no lower bound for ") + plan::collectiveName(coll));
   }
   if (n <= 1) b.latencyUs = 0;
   b.timeUs = std::max(b.bandwidthUs, b.latencyUs);

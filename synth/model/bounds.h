@@ -1,7 +1,8 @@
 // Lower bounds on the time of a collective over a Fabric, for M bytes in nccl-tests' terms
 // (allgather: total output bytes; reducescatter: total input bytes; alltoall: bytes sent per
-// rank; gather / scatter: the root's whole buffer; allreduce, broadcast, reduce: buffer bytes). Every fabric node (ranks and switches,
-// CPUs, NICs) may relay data; links carry their bandwidth in each direction.
+// rank; gather / scatter: the root's whole buffer; allreduce, broadcast, reduce: buffer bytes).
+// Every fabric node (ranks and switches, CPUs, NICs) may relay data; links carry their bandwidth in
+// each direction.
 //
 // Bandwidth bounds:
 //  - allgather (ForestColl cut bound): T >= (M/N) * max over node sets S that miss a rank of
@@ -36,12 +37,12 @@ struct Cut {
 struct Bound {
   plan::Collective coll = plan::Collective::kAllGather;
   uint64_t bytes = 0;
-  double bandwidthUs = 0;  // bandwidth term
-  double latencyUs = 0;    // latency term
-  double timeUs = 0;       // max(bandwidthUs, latencyUs): both are lower bounds
-  double algBw = 0;        // GB/s: bytes / bandwidthUs (infinite when bandwidthUs is 0)
-  double busBw = 0;        // algBw times nccl-tests' bus factor for the collective
-  Cut cut;                 // the binding cut of the bandwidth term
+  double bandwidthUs = 0;        // bandwidth term
+  double latencyUs = 0;          // latency term
+  double timeUs = 0;             // max(bandwidthUs, latencyUs): both are lower bounds
+  double algBw = 0;              // GB/s: bytes / bandwidthUs (infinite when bandwidthUs is 0)
+  double busBw = 0;              // algBw times nccl-tests' bus factor for the collective
+  Cut cut;                       // the binding cut of the bandwidth term
   std::string describe() const;  // "allgather 1073741824 B: >= 6263.4 us (algbw 171.4 GB/s ...)"
 };
 

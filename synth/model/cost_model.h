@@ -40,8 +40,8 @@ class FairShare {
 
  private:
   std::vector<double> capacity_;
-  std::vector<double> left_;     // per link: capacity not yet given out
-  std::vector<int> unfixed_;     // per link: flows crossing it whose rate is not fixed
+  std::vector<double> left_;  // per link: capacity not yet given out
+  std::vector<int> unfixed_;  // per link: flows crossing it whose rate is not fixed
   std::vector<int> used_;
   std::vector<std::vector<int>> flowsOn_;  // per link: flow indices
   std::vector<char> fixed_;

@@ -17,9 +17,9 @@ int MaxFlow::addArc(int u, int v, double capacity) {
     throw Error(Status::kInvalidArgument, "max-flow: arc " + std::to_string(u) + " -> " +
                                               std::to_string(v) + " outside the graph");
   if (!(capacity >= 0))
-    throw Error(Status::kInvalidArgument,
-                "max-flow: arc " + std::to_string(u) + " -> " + std::to_string(v) +
-                    " has capacity " + std::to_string(capacity));
+    throw Error(Status::kInvalidArgument, "max-flow: arc " + std::to_string(u) + " -> " +
+                                              std::to_string(v) + " has capacity " +
+                                              std::to_string(capacity));
   const int id = static_cast<int>(arcs_.size());
   arcs_.push_back({v, capacity, 0});
   arcs_.push_back({u, 0, 0});
@@ -67,8 +67,8 @@ double MaxFlow::push(int u, int t, double limit) {
 
 double MaxFlow::solve(int s, int t) {
   if (s < 0 || t < 0 || s >= nodes() || t >= nodes() || s == t)
-    throw Error(Status::kInvalidArgument, "max-flow: bad source " + std::to_string(s) +
-                                              " or sink " + std::to_string(t));
+    throw Error(Status::kInvalidArgument,
+                "max-flow: bad source " + std::to_string(s) + " or sink " + std::to_string(t));
   for (Arc& a : arcs_) a.flow = 0;
   source_ = s;
   double total = 0;

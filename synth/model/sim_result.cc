@@ -22,8 +22,8 @@ std::string SimResult::summary(const Fabric& fabric) const {
     if (u.bytes <= 0) break;
     const FabricLink& l = fabric.links[order[i]];
     o << "  link " << fabric.nodes[l.from].name << " -> " << fabric.nodes[l.to].name << ": "
-      << u.bytes << " B, busy " << u.busyUs << " us ("
-      << (timeUs > 0 ? 100 * u.busyUs / timeUs : 0) << "%)\n";
+      << u.bytes << " B, busy " << u.busyUs << " us (" << (timeUs > 0 ? 100 * u.busyUs / timeUs : 0)
+      << "%)\n";
   }
   const size_t shown = std::min<size_t>(criticalPath.size(), 8);
   o << "  critical path (" << criticalPath.size() << " steps, last " << shown << "):\n";

@@ -25,11 +25,16 @@ enum class Wait : uint8_t { kNone, kLane, kDependency, kData, kSlot };
 
 const char* waitName(Wait w) {
   switch (w) {
-    case Wait::kLane: return "lane";
-    case Wait::kDependency: return "dependency";
-    case Wait::kData: return "data";
-    case Wait::kSlot: return "slot";
-    default: return "";
+    case Wait::kLane:
+      return "lane";
+    case Wait::kDependency:
+      return "dependency";
+    case Wait::kData:
+      return "data";
+    case Wait::kSlot:
+      return "slot";
+    default:
+      return "";
   }
 }
 
@@ -42,17 +47,18 @@ std::string stepText(int rank, int lane, int step, const Step& s) {
   return out.str();
 }
 
-struct Entry {          // one slice in a FIFO slot
-  int sender = -1;      // global step id
+struct Entry {      // one slice in a FIFO slot
+  int sender = -1;  // global step id
   uint64_t msgCount = 0;
   bool arrived = false;
 };
 
 struct Fifo {
   int from = 0, to = 0, channel = 0;
-  std::deque<Entry> q;    // occupied slots, oldest first
-  uint64_t popped = 0;    // entries consumed so far (absolute index of q.front())
+  std::deque<Entry> q;  // occupied slots, oldest first
+  uint64_t popped = 0;  // entries consumed so far (absolute index of q.front())
   int waitingSender = -1, waitingReceiver = -1;  // lanes blocked on this FIFO
+  int sendingStep = -1, receivingStep = -1;      // the last steps that used it (global ids)
   int routeLatencyIdx = -1;
   double latencyUs = 0;
   const std::vector<int>* route = nullptr;
@@ -66,6 +72,7 @@ struct LaneState {
   int cur = 0;                   // index within the lane
   bool started = false, overheadDone = false, localDone = false;
   uint64_t slice = 0;
+  uint64_t sending = 0;  // absolute FIFO index of the slice being sent
   Phase phase = Phase::kReady;
 };
 
@@ -203,20 +210,21 @@ class Engine {
           info.step = &st;
           info.lane = static_cast<int>(lanes_.size());
           info.index = static_cast<int>(s);
-          const std::string where = stepText(r, static_cast<int>(l), static_cast<int>(s), st);
-          if (static_cast<int>(st.op) > static_cast<int>(Op::kReduce)) reject(where + ": bad op");
+          auto where = [&] { return stepText(r, static_cast<int>(l), static_cast<int>(s), st); };
+          if (static_cast<int>(st.op) > static_cast<int>(Op::kReduce)) reject(where() + ": bad op");
           if (plan::opSends(st.op)) {
-            if (st.sendPeer < 0 || st.sendPeer >= n) reject(where + ": send peer out of range");
+            if (st.sendPeer < 0 || st.sendPeer >= n) reject(where() + ": send peer out of range");
             info.sendFifo = fifoId(r, st.sendPeer, channel);
           }
           if (plan::opRecvs(st.op)) {
-            if (st.recvPeer < 0 || st.recvPeer >= n) reject(where + ": receive peer out of range");
+            if (st.recvPeer < 0 || st.recvPeer >= n)
+              reject(where() + ": receive peer out of range");
             info.recvFifo = fifoId(st.recvPeer, r, channel);
           }
           for (const plan::StepRef& d : st.deps)
             if (d.lane < 0 || d.lane >= static_cast<int>(p.lanes.size()) || d.step < 0 ||
                 d.step >= static_cast<int>(p.lanes[d.lane].steps.size()))
-              reject(where + ": dependency on lane " + std::to_string(d.lane) + " step " +
+              reject(where() + ": dependency on lane " + std::to_string(d.lane) + " step " +
                      std::to_string(d.step) + " that does not exist");
           info.bytes = st.count * elem;
           info.nslices = std::max<uint64_t>(1, (info.bytes + slice - 1) / slice);
@@ -236,13 +244,11 @@ class Engine {
     }
     for (size_t i = 0; i < fifos_.size(); ++i) {
       const Fifo& f = fifos_[i];
-      const std::string counts = "rank " + std::to_string(f.from) + " sends " +
-                                 std::to_string(sends[i]) + " messages to rank " +
-                                 std::to_string(f.to) + " on channel " +
-                                 std::to_string(f.channel) + ", rank " + std::to_string(f.to) +
-                                 " receives " + std::to_string(recvs[i]);
-      if (recvs[i] > sends[i])
-        reject(describe(lastRecv[i]) + " has no matching send: " + counts);
+      const std::string counts =
+          "rank " + std::to_string(f.from) + " sends " + std::to_string(sends[i]) +
+          " messages to rank " + std::to_string(f.to) + " on channel " + std::to_string(f.channel) +
+          ", rank " + std::to_string(f.to) + " receives " + std::to_string(recvs[i]);
+      if (recvs[i] > sends[i]) reject(describe(lastRecv[i]) + " has no matching send: " + counts);
       if (sends[i] > recvs[i])
         reject(describe(lastSend[i]) + " has no matching receive: " + counts);
     }
@@ -294,8 +300,10 @@ class Engine {
       arrive(e.a, e.b);
     } else {
       LaneState& L = lanes_[e.a];
-      if (!L.overheadDone) L.overheadDone = true;
-      else L.localDone = true;
+      if (!L.overheadDone)
+        L.overheadDone = true;
+      else
+        L.localDone = true;
       L.phase = Phase::kReady;
       work_.push_back(e.a);
     }
@@ -349,6 +357,22 @@ class Engine {
 
   // ---- lanes ----
 
+  // Step g starts sending (or receiving) on `fifo`: no other lane may be doing so, or their
+  // messages would interleave in an order the plan does not define.
+  void claim(int g, int fifo, bool send) {
+    if (fifo < 0) return;
+    Fifo& f = fifos_[fifo];
+    int& last = send ? f.sendingStep : f.receivingStep;
+    if (last >= 0 && !steps_[last].done && steps_[last].lane != steps_[g].lane)
+      reject(
+          describe(g) + " and " + describe(last) + " both " +
+          (send ? "send to rank " + std::to_string(f.to)
+                : "receive from rank " + std::to_string(f.from)) +
+          " on channel " + std::to_string(f.channel) +
+          " at once: lanes sharing a peer and direction need different channels or a dependency");
+    last = g;
+  }
+
   void completeStep(int lane) {
     LaneState& L = lanes_[lane];
     const int g = L.firstStep + L.cur;
@@ -370,7 +394,7 @@ class Engine {
     const int g = L.firstStep + L.cur;
     const StepInfo& s = steps_[g];
     Fifo& out = fifos_[s.sendFifo];
-    const uint64_t absolute = out.popped + out.q.size() - 1;  // this slice is the newest entry
+    const uint64_t absolute = L.sending;
     ++result_.events;
     if (out.latencyUs > 0)
       schedule(now_ + out.latencyUs, 0, s.sendFifo, absolute);
@@ -408,6 +432,8 @@ class Engine {
             s.why = Wait::kDependency;
           }
         }
+        claim(g, s.sendFifo, true);
+        claim(g, s.recvFifo, false);
         L.started = true;
         s.startUs = now_;
         if (opt_.stepOverheadUs > 0 && !L.overheadDone) {
@@ -448,6 +474,7 @@ class Engine {
             L.phase = Phase::kBlocked;
             return;
           }
+          L.sending = out.popped + out.q.size();
           out.q.push_back({g, st.count, false});
           if (bytes == 0 || out.route->empty()) {
             sliceSent(lane, false);  // nothing crosses a link: it leaves at once
@@ -488,8 +515,8 @@ class Engine {
         why = "waits for data from rank " + std::to_string(st.recvPeer) + " on channel " +
               std::to_string(fifos_[steps_[g].recvFifo].channel);
       } else {
-        why = "waits for a free slot towards rank " + std::to_string(st.sendPeer) +
-              " on channel " + std::to_string(fifos_[steps_[g].sendFifo].channel);
+        why = "waits for a free slot towards rank " + std::to_string(st.sendPeer) + " on channel " +
+              std::to_string(fifos_[steps_[g].sendFifo].channel);
       }
       stuck.push_back(describe(g) + " " + why);
     }

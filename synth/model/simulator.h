@@ -48,12 +48,12 @@ struct LinkUsage {
 };
 
 struct SimResult {
-  double timeUs = 0;                  // when the last step finished
-  std::vector<double> rankFinishUs;   // per rank
-  std::vector<LinkUsage> links;       // per fabric link
-  StepId lastStep;                    // the step that finished last
+  double timeUs = 0;                 // when the last step finished
+  std::vector<double> rankFinishUs;  // per rank
+  std::vector<LinkUsage> links;      // per fabric link
+  StepId lastStep;                   // the step that finished last
   std::vector<CriticalStep> criticalPath;
-  uint64_t events = 0;                // slice transfers and step completions simulated
+  uint64_t events = 0;  // slice transfers and step completions simulated
   // Multi-line report: time, busiest links, the critical path's tail.
   std::string summary(const Fabric& fabric) const;
 };

@@ -97,9 +97,9 @@ TEST(Bounds, GoldenSingleNodeMatchResearchTable) {
     const char* file;
     double agAlgBw, busBw;
   };
-  for (const Row& row : {Row{"dgx1-v100.xml", 8 * 150.0 / 7, 150}, Row{"dgx2.xml", 160, 150},
-                         Row{"dgx-a100.xml", 8 * 300.0 / 7, 300},
-                         Row{"dgx-h100.xml", 8 * 450.0 / 7, 450}}) {
+  for (const Row& row :
+       {Row{"dgx1-v100.xml", 8 * 150.0 / 7, 150}, Row{"dgx2.xml", 160, 150},
+        Row{"dgx-a100.xml", 8 * 300.0 / 7, 300}, Row{"dgx-h100.xml", 8 * 450.0 / 7, 450}}) {
     SCOPED_TRACE(row.file);
     const Fabric f = goldenFabric(row.file);
     const Bound ag = lowerBound(Collective::kAllGather, f, kGiB);

@@ -240,7 +240,8 @@ TEST(Simulator, BigMessagesBothWaysDeadlockOnFullFifos) {
   // Both ranks send 4 slices before receiving, into FIFOs of 2 slots.
   const Fabric f = fullyConnectedFabric(2, 10.0);
   plan::Plan p = p2pPlan(2);
-  for (int r = 0; r < 2; ++r) addLane(p, r, 0, {sendTo(1 - r, 4 * kSlice), recvFrom(1 - r, 4 * kSlice)});
+  for (int r = 0; r < 2; ++r)
+    addLane(p, r, 0, {sendTo(1 - r, 4 * kSlice), recvFrom(1 - r, 4 * kSlice)});
   SimOptions o;
   o.fifoSlots = 2;
   const std::string e = simError(p, f, o);
@@ -277,6 +278,19 @@ TEST(Simulator, DependenciesOrderLanes) {
   EXPECT_EQ(r.lastStep.rank, 2);
   ASSERT_GE(r.criticalPath.size(), 2u);
   EXPECT_EQ(r.criticalPath[r.criticalPath.size() - 2].waitedFor, "dependency");
+}
+
+TEST(Simulator, TwoLanesOnOneFifoAtOnceAreRejected) {
+  const Fabric f = fullyConnectedFabric(2, 10.0);
+  plan::Plan p = p2pPlan(2);
+  addLane(p, 0, 0, {sendTo(1, kMiB)});
+  addLane(p, 0, 0, {sendTo(1, kMiB)});
+  addLane(p, 1, 0, {recvFrom(0, kMiB), recvFrom(0, kMiB)});
+  const std::string e = simError(p, f);
+  EXPECT_NE(e.find("both send to rank 1 on channel 0 at once"), std::string::npos) << e;
+  // A dependency orders them.
+  p.programs[0].lanes[1].steps[0].deps = {{0, 0}};
+  EXPECT_EQ(simError(p, f), "");
 }
 
 TEST(Simulator, BadPlansAreRejected) {
@@ -363,10 +377,11 @@ TEST(Simulator, RingOnDgx1AgainstTheBound) {
     const double ratio = b.timeUs / r.timeUs;
     EXPECT_GT(ratio, 0.0);
     EXPECT_LE(ratio, 1.0);
-    std::printf("DGX-1 ring %s of 256 MiB, 2 channels: %.1f us, bound %.1f us, ratio %.3f "
-                "(busbw %.1f of %.1f GB/s)\n%s",
-                plan::collectiveName(c), r.timeUs, b.timeUs, ratio,
-                b.busBw * ratio, b.busBw, r.summary(f).c_str());
+    std::printf(
+        "DGX-1 ring %s of 256 MiB, 2 channels: %.1f us, bound %.1f us, ratio %.3f "
+        "(busbw %.1f of %.1f GB/s)\n%s",
+        plan::collectiveName(c), r.timeUs, b.timeUs, ratio, b.busBw * ratio, b.busBw,
+        r.summary(f).c_str());
   }
 }
 
