@@ -1,8 +1,9 @@
 // Lower bounds on the time of a collective over a Fabric, for M bytes in nccl-tests' terms
 // (allgather: total output bytes; reducescatter: total input bytes; alltoall: bytes sent per
 // rank; gather / scatter: the root's whole buffer; allreduce, broadcast, reduce: buffer bytes).
-// Every fabric node (ranks and switches, CPUs, NICs) may relay data; links carry their bandwidth in
-// each direction.
+// Every fabric node (ranks and switches, CPUs, NICs) may relay data; links carry their bandwidth
+// in each direction. A fabric built with FabricOptions::allLinks gives the machine's bound; one
+// of routes only, the bound for plans that follow those routes.
 //
 // Bandwidth bounds:
 //  - allgather (ForestColl cut bound): T >= (M/N) * max over node sets S that miss a rank of
