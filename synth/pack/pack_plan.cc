@@ -53,6 +53,57 @@ double roundedRate(const Fabric& f, const PackResult& pack, TreeFlow flow,
   return worst > 0 ? static_cast<double>(chunks) / worst : pack.rate;
 }
 
+// Moves single chunks between trees of the same root while that lowers the most loaded link's
+// time: rounding by largest remainders ignores which links the trees share.
+std::vector<uint64_t> improveShares(const Fabric& f, const PackResult& pack, TreeFlow flow,
+                                    std::vector<uint64_t> share) {
+  const size_t T = pack.trees.size(), L = f.links.size();
+  std::vector<std::vector<std::pair<int, double>>> uses(T);  // per tree: (link, uses)
+  std::vector<double> load(L, 0.0);
+  for (size_t t = 0; t < T; ++t) {
+    PackedTree one = pack.trees[t];
+    one.weight = 1;
+    const auto u = packLinkLoads(f, {one}, flow);
+    for (size_t l = 0; l < L; ++l)
+      if (u[l] > 0) uses[t].push_back({static_cast<int>(l), u[l] / f.links[l].bw});
+    for (const auto& [l, x] : uses[t]) load[l] += x * share[t];
+  }
+  auto worst = [&](const std::vector<double>& ld) {
+    double w = 0;
+    int at = 0;
+    for (double x : ld) {
+      if (x > w + 1e-12) w = x, at = 1;
+      else if (x > w - 1e-12) ++at;
+    }
+    return std::make_pair(w, at);
+  };
+  auto current = worst(load);
+  for (int iter = 0; iter < 4096; ++iter) {
+    auto best = current;
+    size_t from = T, to = T;
+    for (size_t a = 0; a < T; ++a) {
+      if (share[a] == 0) continue;
+      for (size_t b = 0; b < T; ++b) {
+        if (b == a || pack.trees[b].root != pack.trees[a].root) continue;
+        std::vector<double> ld = load;
+        for (const auto& [l, x] : uses[a]) ld[l] -= x;
+        for (const auto& [l, x] : uses[b]) ld[l] += x;
+        const auto w = worst(ld);
+        if (w.first < best.first - 1e-12 ||
+            (w.first < best.first + 1e-12 && w.second < best.second))
+          best = w, from = a, to = b;
+      }
+    }
+    if (from == T) break;
+    --share[from];
+    ++share[to];
+    for (const auto& [l, x] : uses[from]) load[l] -= x;
+    for (const auto& [l, x] : uses[to]) load[l] += x;
+    current = best;
+  }
+  return share;
+}
+
 }  // namespace
 
 PackResult packFor(Collective coll, const Fabric& f, int root, const PackOptions& o) {
@@ -76,28 +127,56 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
   out.pack = packFor(coll, f, root, o.pack);
   const int n = f.nranks;
   const TreeFlow flow = flowOf(coll);
+  if (n == 1) {  // one rank: a copy (the tree is the root alone)
+    out.chunksPerRoot = 1;
+    out.roundedRate = out.pack.rate;
+    out.plan = forestPlan(coll, 1, root, 1, {TreeJob{{-1}, 0, 1, 0}},
+                          std::string("pack-") + plan::collectiveName(coll));
+    return out;
+  }
   // The fewest chunks per root whose rounding keeps minEfficiency of the rate, else the best.
   uint64_t best = 1;
   double bestRate = -1;
   for (uint64_t c = 1; c <= o.maxChunksPerRank; ++c) {
-    const double rate = n == 1 ? out.pack.rate : roundedRate(f, out.pack, flow, shares(out.pack, n, c), c);
+    const double rate = roundedRate(f, out.pack, flow, shares(out.pack, n, c), c);
     if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate;
     if (rate >= o.minEfficiency * out.pack.rate) break;
   }
+  std::vector<uint64_t> share = shares(out.pack, n, best);
+  if (bestRate < o.minEfficiency * out.pack.rate) {
+    // Plain rounding fell short: search the largest chunk count for better shares.
+    const uint64_t c = o.maxChunksPerRank;
+    std::vector<uint64_t> better = improveShares(f, out.pack, flow, shares(out.pack, n, c));
+    const double rate = roundedRate(f, out.pack, flow, better, c);
+    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate, share = std::move(better);
+  }
+  // Pipelining: cut every tree's share into at least minPieces chunks where the chunk budget
+  // allows (scaling all shares keeps the rate).
+  uint64_t smallest = 0;
+  for (uint64_t x : share)
+    if (x > 0 && (smallest == 0 || x < smallest)) smallest = x;
+  uint64_t factor = 1;
+  while (smallest * factor < o.minPieces && best * (factor + 1) <= o.maxChunksPerRank) ++factor;
+  for (uint64_t& x : share) x *= factor;
+  best *= factor;
   out.chunksPerRoot = best;
   out.roundedRate = bestRate;
-  const std::vector<uint64_t> share = shares(out.pack, n, best);
   std::vector<TreeJob> jobs;
   std::vector<uint64_t> used(n, 0);
   for (size_t t = 0; t < out.pack.trees.size(); ++t) {
     if (share[t] == 0) continue;
     const PackedTree& tree = out.pack.trees[t];
-    TreeJob j;
-    j.parent = tree.parent;
-    j.first = (perRoot(coll) ? tree.root * best : 0) + used[tree.root];
-    j.count = share[t];
-    used[tree.root] += share[t];
-    jobs.push_back(std::move(j));
+    // Trees sharing a link get about equal shares of it when they run at once, so a tree with
+    // k chunks runs as k jobs of one chunk (each its own lanes) and bandwidth follows weight.
+    const uint64_t parts = o.equalJobs ? share[t] : 1;
+    for (uint64_t k = 0; k < parts; ++k) {
+      TreeJob j;
+      j.parent = tree.parent;
+      j.first = (perRoot(coll) ? tree.root * best : 0) + used[tree.root];
+      j.count = share[t] / parts;
+      used[tree.root] += j.count;
+      jobs.push_back(std::move(j));
+    }
   }
   const uint64_t C = perRoot(coll) ? best * n : best;
   out.plan = forestPlan(coll, n, root, C, jobs, std::string("pack-") + plan::collectiveName(coll));

@@ -9,6 +9,7 @@
 #include "src/common/error.h"
 #include "synth/pack/arborescence.h"
 #include "synth/pack/lp.h"
+#include "synth/search/ring_search.h"
 
 namespace weft::synth {
 namespace {
@@ -101,21 +102,46 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   };
   std::vector<Column> cols;
   std::map<std::pair<int, std::vector<int>>, int> seen;
-  auto addTree = [&](int ri, std::vector<int> parent) {
-    if (seen.count({ri, parent})) return false;
+  // Adds a tree unless it is there already; returns its position in `cols` and whether it is new.
+  auto addTree = [&](int ri, std::vector<int> parent) -> std::pair<size_t, bool> {
+    auto it = seen.find({ri, parent});
+    if (it != seen.end()) return {static_cast<size_t>(it->second), false};
     const auto uses = treeUses(f, parent, flow);
     std::vector<double> a(R + L, 0.0);
     a[ri] = -1;
     for (int l = 0; l < L; ++l) a[R + l] = uses[l];
     const int idx = lp.addColumn(0.0, a);
-    seen[{ri, parent}] = idx;
+    seen[{ri, parent}] = static_cast<int>(cols.size());
     cols.push_back({ri, std::move(parent), idx});
-    return true;
+    return {cols.size() - 1, true};
   };
   // Start from the trees that are cheapest when a link costs its inverse bandwidth.
   std::vector<double> price(L);
   for (int l = 0; l < L; ++l) price[l] = 1.0 / f.links[l].bw;
   for (int ri = 0; ri < R; ++ri) addTree(ri, minArborescence(edgeCosts(f, price, flow), roots[ri]));
+  // And from chains along the rings of the ring search: they enter the basis first, so where
+  // rings are optimal the packing keeps their simple, evenly weighted trees.
+  std::vector<size_t> ringColumns;
+  if (o.seedWithRings) {
+    RingSearchOptions ro;
+    ro.maxIterations = 20000;
+    for (const Ring& ring : searchRings(f, ro)) {
+      const int n = f.nranks;
+      std::vector<int> pos(n);
+      for (int i = 0; i < n; ++i) pos[ring.order[i]] = i;
+      for (int ri = 0; ri < R; ++ri) {
+        std::vector<int> parent(n, -1);
+        const int p0 = pos[roots[ri]];
+        for (int k = 1; k < n; ++k) {
+          const int v = ring.order[(p0 + k) % n];
+          // Down: the chain root, next, ...; up: data runs along the ring into the root.
+          parent[v] = flow == TreeFlow::kUp ? ring.order[(p0 + k + 1) % n]
+                                            : ring.order[(p0 + k - 1) % n];
+        }
+        ringColumns.push_back(addTree(ri, std::move(parent)).first);
+      }
+    }
+  }
 
   double value = 0;
   while (true) {
@@ -132,7 +158,7 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
         if (parent[v] >= 0) c += cost[parent[v]][v];
       if (y[ri] - c > o.tolerance * std::max(1.0, y[ri]) &&
           static_cast<int>(cols.size()) < o.maxColumns)
-        added |= addTree(ri, std::move(parent));
+        added |= addTree(ri, std::move(parent)).second;
     }
     if (!added) {
       // Optimal unless the budget stopped the search.
@@ -142,10 +168,31 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   }
   result.rate = value;
   result.columns = static_cast<int>(cols.size());
+  // Where the ring chains alone reach the optimum, prefer them: few, evenly weighted trees
+  // that stream like rings.
+  std::vector<double> weight(cols.size(), 0.0);
+  for (size_t c = 0; c < cols.size(); ++c) weight[c] = lp.value(cols[c].lpIndex);
+  if (!ringColumns.empty()) {
+    PackingLp rings(b);
+    rings.addColumn(1.0, lambdaCol);
+    std::vector<int> index(cols.size(), -1);
+    for (size_t c : ringColumns) {
+      if (index[c] >= 0) continue;
+      const auto uses = treeUses(f, cols[c].parent, flow);
+      std::vector<double> a(R + L, 0.0);
+      a[cols[c].rootIndex] = -1;
+      for (int l = 0; l < L; ++l) a[R + l] = uses[l];
+      index[c] = rings.addColumn(0.0, a);
+    }
+    if (rings.solve() >= value * (1 - 1e-9))
+      for (size_t c = 0; c < cols.size(); ++c)
+        weight[c] = index[c] >= 0 ? rings.value(index[c]) : 0.0;
+  }
   std::vector<double> perRoot(R, 0.0);
-  for (const Column& c : cols) perRoot[c.rootIndex] += lp.value(c.lpIndex);
-  for (const Column& c : cols) {
-    const double w = lp.value(c.lpIndex);
+  for (size_t c = 0; c < cols.size(); ++c) perRoot[cols[c].rootIndex] += weight[c];
+  for (size_t ci = 0; ci < cols.size(); ++ci) {
+    const Column& c = cols[ci];
+    const double w = weight[ci];
     // A root may get more than the common rate; scale its trees down to exactly the rate.
     if (w > value * 1e-9)
       result.trees.push_back({roots[c.rootIndex], c.parent, w * value / perRoot[c.rootIndex]});

@@ -30,6 +30,7 @@ struct PackedTree {
 struct PackOptions {
   int maxColumns = 2000;     // trees the column generation may add (its budget)
   double tolerance = 1e-7;   // relative optimality gap at which to stop
+  bool seedWithRings = true; // start from chains along searchRings() rings too
 };
 
 struct PackResult {

@@ -156,9 +156,12 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
   }
   const std::vector<int> channels = forestChannels(coll, jobs);
 
+  // Scratch layout per rank: [0, C) partial sums of reduce / reduce-scatter, then C chunks per
+  // extra child of an in-tree node (its contribution lands there before it is added).
   for (size_t ji = 0; ji < jobs.size(); ++ji) {
     const TreeJob& j = jobs[ji];
     const int tr = roots[ji];
+    const int ch_ = channels[ji];
     std::vector<std::vector<int>> kids(n);
     for (int r = 0; r < n; ++r)
       if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
@@ -167,60 +170,88 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
       plan::ChunkProgram& p = cp.programs[r];
       const int par = j.parent[r];
       const auto& ch = kids[r];
-      // Where rank r keeps the partial sum of loop chunk a, and where the tree root's result
-      // of an in-tree goes.
+      // Where rank r keeps the partial sum of loop chunk a (the tree root: its result).
       auto acc = [&](uint64_t a) -> Ref {
         if (coll == Collective::kAllReduce) return out(a);
         if (r == tr) return out(coll == Collective::kReduceScatter ? a - tr * block : a);
         return scratch(a);
       };
+      auto extra = [&](size_t k, uint64_t a) { return scratch(k * C + a); };
       std::vector<StepRef> upEnd;  // per piece: the last up step (allreduce hands over)
       if (upward(coll)) {
-        const int up = addLane(p, channels[ji]);
+        // Children beyond the first deliver into scratch on lanes of their own, so all
+        // children's links stream at once; the first child's data is reduced on the fly.
+        if (ch.size() > 1) p.scratchChunks = std::max<uint64_t>(p.scratchChunks, ch.size() * C);
+        std::vector<int> side;
+        for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, ch_));
+        const int up = addLane(p, ch_);
         for (const auto& [a, m] : pieces) {
-          StepRef last{};
-          if (ch.empty() && par < 0) {
-            last = add(p, up, step(Op::kCopy, -1, -1, in(a), acc(a), m));
-          } else if (ch.empty()) {
-            last = add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
-          } else if (par >= 0 && ch.size() == 1) {
-            last = add(p, up, step(Op::kRecvReduceSend, ch[0], par, in(a), {}, m));
-          } else {
-            last = add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, in(a), acc(a), m));
+          std::vector<StepRef> got;
+          for (size_t k = 1; k < ch.size(); ++k)
+            got.push_back(add(p, side[k - 1], step(Op::kRecv, ch[k], -1, {}, extra(k, a), m)));
+          // The local operand: the input, or the input plus the extra children's data.
+          Ref own = in(a);
+          if (!got.empty()) {
+            own = acc(a);
+            add(p, up, step(Op::kCopy, -1, -1, in(a), own, m));
             for (size_t k = 1; k < ch.size(); ++k) {
-              if (par >= 0 && k + 1 == ch.size())
-                last = add(p, up, step(Op::kRecvReduceSend, ch[k], par, acc(a), {}, m));
-              else
-                last = add(p, up, step(Op::kRecvReduce, ch[k], -1, {}, acc(a), m));
+              Step st = step(Op::kReduce, -1, -1, extra(k, a), own, m);
+              st.deps.push_back(got[k - 1]);
+              add(p, up, std::move(st));
             }
           }
+          StepRef last{};
+          if (ch.empty() && par < 0)
+            last = add(p, up, step(Op::kCopy, -1, -1, in(a), acc(a), m));
+          else if (ch.empty())
+            last = add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
+          else if (par >= 0)
+            last = add(p, up, step(Op::kRecvReduceSend, ch[0], par, own, {}, m));
+          else
+            last = add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, own, acc(a), m));
           upEnd.push_back(last);
         }
       }
       if (downward(coll)) {
-        const int down = addLane(p, channels[ji]);
         const bool ag = coll == Collective::kAllGather;
         // The root's own data: its input (broadcast, allgather) or its reduced output.
         auto rootSrc = [&](uint64_t a) {
           return coll == Collective::kAllReduce ? out(a) : in(ag ? a - tr * block : a);
         };
-        if (r == tr && coll != Collective::kAllReduce)
-          add(p, down, step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first),
-                            out(j.first), j.count));
-        for (size_t pi = 0; pi < pieces.size(); ++pi) {
-          const auto [a, m] = pieces[pi];
-          const size_t before = p.lanes[down].steps.size();
-          if (r == tr) {
-            for (int c : ch) add(p, down, step(Op::kSend, -1, c, rootSrc(a), {}, m));
-          } else if (ch.empty()) {
-            add(p, down, step(Op::kRecv, par, -1, {}, out(a), m));
-          } else {
-            add(p, down, step(Op::kRecvCopySend, par, ch[0], {}, out(a), m));
-            for (size_t k = 1; k < ch.size(); ++k)
-              add(p, down, step(Op::kSend, -1, ch[k], out(a), {}, m));
+        if (r == tr) {
+          // One lane per child: the root feeds all its links at once.
+          if (coll != Collective::kAllReduce) {
+            const int copy = addLane(p, ch_);
+            add(p, copy, step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first),
+                              out(j.first), j.count));
           }
-          if (!upEnd.empty() && p.lanes[down].steps.size() > before)
-            p.lanes[down].steps[before].deps.push_back(upEnd[pi]);
+          for (int c : ch) {
+            const int lane = addLane(p, ch_);
+            for (size_t pi = 0; pi < pieces.size(); ++pi) {
+              const auto [a, m] = pieces[pi];
+              Step st = step(Op::kSend, -1, c, rootSrc(a), {}, m);
+              if (!upEnd.empty()) st.deps.push_back(upEnd[pi]);
+              add(p, lane, std::move(st));
+            }
+          }
+        } else {
+          // Receive (and stream on to the first child) on one lane; further children are fed
+          // from the received chunk on lanes of their own.
+          const int down = addLane(p, ch_);
+          std::vector<int> side;
+          for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, ch_));
+          for (size_t pi = 0; pi < pieces.size(); ++pi) {
+            const auto [a, m] = pieces[pi];
+            Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
+                                 : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
+            if (!upEnd.empty()) st.deps.push_back(upEnd[pi]);
+            const StepRef got = add(p, down, std::move(st));
+            for (size_t k = 1; k < ch.size(); ++k) {
+              Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
+              fwd.deps.push_back(got);
+              add(p, side[k - 1], std::move(fwd));
+            }
+          }
         }
       }
     }

@@ -36,13 +36,4 @@ double bottleneckAlgBw(const plan::ChunkPlan& cp, const Fabric& f) {
   return static_cast<double>(cp.chunksPerLoop) / worst;
 }
 
-double busBwFactor(plan::Collective coll, int n) {
-  switch (coll) {
-    case plan::Collective::kAllGather:
-    case plan::Collective::kReduceScatter: return (n - 1.0) / n;
-    case plan::Collective::kAllReduce: return 2.0 * (n - 1.0) / n;
-    default: return 1.0;
-  }
-}
-
 }  // namespace weft::synth

@@ -19,8 +19,4 @@ std::vector<double> linkChunkLoads(const plan::ChunkPlan& plan, const Fabric& fa
 // by the time of the most loaded link. Infinity when nothing crosses a link.
 double bottleneckAlgBw(const plan::ChunkPlan& plan, const Fabric& fabric);
 
-// nccl-tests' bus bandwidth factor for the collective on n ranks: (n-1)/n for allgather and
-// reduce-scatter, 2(n-1)/n for allreduce, 1 otherwise.
-double busBwFactor(plan::Collective coll, int nranks);
-
 }  // namespace weft::synth

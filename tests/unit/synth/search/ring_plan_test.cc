@@ -4,6 +4,7 @@
 
 #include "src/common/error.h"
 #include "search_test_util.h"
+#include "synth/model/bounds.h"
 #include "synth/search/link_load.h"
 
 namespace weft::synth {
