@@ -1,0 +1,124 @@
+// Lowering solved schedules to ChunkPlans: the plans pass the symbolic verifier at several
+// counts, and the simulator's predicted times order the two DGX-1 points as SCCL's cost model
+// does.
+#include <gtest/gtest.h>
+
+#include "src/common/error.h"
+#include "src/plan/verifier.h"
+#include "synth/model/bounds.h"
+#include "synth/model/cost_model.h"
+#include "synth/model/simulator.h"
+#include "synth/solver/lower.h"
+#include "tests/unit/synth/solver/solver_support.h"
+
+namespace weft::synth::solver {
+namespace {
+
+using testing::dgx1;
+
+const CollectiveSpec kAllGather{plan::Collective::kAllGather, 0};
+
+// Lowers and verifies at counts C, 2C and 5C (in place too, when the plan allows it).
+void expectVerifies(const RankGraph& g, const Schedule& s) {
+  const plan::ChunkPlan cp = lowerToChunkPlan(g, s);
+  EXPECT_EQ(cp.nranks, g.nranks);
+  for (uint64_t mult : {1, 2, 5}) {
+    const uint64_t count = mult * s.instance.chunks;
+    EXPECT_EQ(plan::verifyMessage(plan::instantiate(cp, count)), "")
+        << cp.name << " at count " << count << "\n" << s.describe();
+  }
+  if (s.instance.chunks > 1) {
+    EXPECT_THROW(plan::instantiate(cp, s.instance.chunks + 1), Error);
+  }
+}
+
+TEST(Lower, Dgx1LatencyOptimalPlanVerifies) {
+  const RankGraph g = dgx1();
+  SOLVE_OR_SKIP(r, g, kAllGather, 2, 3, 2, 30);
+  ASSERT_EQ(r.status, SolveStatus::kSat);
+  expectVerifies(g, *r.schedule);
+  const plan::ChunkPlan cp = lowerToChunkPlan(g, *r.schedule);
+  EXPECT_EQ(cp.chunksPerLoop, 16u);
+  EXPECT_EQ(cp.name, "sccl-allgather-s2-r3-c2");
+  // A lane per used link unit and direction, plus the local copy: every rank has six NVLink
+  // units each way, so at most 6 send + 6 receive lanes + 1.
+  for (const plan::ChunkProgram& p : cp.programs) EXPECT_LE(p.lanes.size(), 13u);
+}
+
+TEST(Lower, Dgx1BandwidthOptimalPlanVerifies) {
+  const RankGraph g = dgx1();
+  SOLVE_OR_SKIP(r, g, kAllGather, 3, 7, 6, 60);
+  ASSERT_EQ(r.status, SolveStatus::kSat);
+  expectVerifies(g, *r.schedule);
+  EXPECT_EQ(lowerToChunkPlan(g, *r.schedule).chunksPerLoop, 48u);
+}
+
+TEST(Lower, SmallGraphPlansVerify) {
+  const RankGraph ring = rankGraphFromMatrix(
+      {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
+  SOLVE_OR_SKIP(a, ring, {plan::Collective::kAlltoAll, 0}, 2, 2, 1, 30);
+  ASSERT_EQ(a.status, SolveStatus::kSat);
+  expectVerifies(ring, *a.schedule);
+  // Relays keep the opposite rank's chunks in scratch.
+  const plan::ChunkPlan cp = lowerToChunkPlan(ring, *a.schedule);
+  EXPECT_FALSE(cp.inPlace);
+  uint64_t scratch = 0;
+  for (const plan::ChunkProgram& p : cp.programs) scratch += p.scratchChunks;
+  EXPECT_EQ(scratch, 4u);
+
+  SOLVE_OR_SKIP(b, ring, {plan::Collective::kBroadcast, 2}, 2, 2, 2, 30);
+  ASSERT_EQ(b.status, SolveStatus::kSat);
+  expectVerifies(ring, *b.schedule);
+
+  const RankGraph triangle = rankGraphFromMatrix({{0, 2, 1}, {2, 0, 1}, {1, 1, 0}}, "triangle");
+  SOLVE_OR_SKIP(t, triangle, kAllGather, 2, 3, 3, 30);
+  ASSERT_EQ(t.status, SolveStatus::kSat);
+  expectVerifies(triangle, *t.schedule);
+}
+
+TEST(Lower, BrokenSchedulesAreRejected) {
+  const RankGraph ring = rankGraphFromMatrix(
+      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  SOLVE_OR_SKIP(r, ring, kAllGather, 3, 3, 1, 30);
+  ASSERT_EQ(r.status, SolveStatus::kSat);
+  Schedule s = *r.schedule;
+  s.sends.pop_back();  // a chunk misses its last hop
+  EXPECT_THROW(lowerToChunkPlan(ring, s), Error);
+  s = *r.schedule;
+  s.sends.push_back({0, 0, 2, 0});  // no link 0->2
+  EXPECT_THROW(lowerToChunkPlan(ring, s), Error);
+  s = *r.schedule;
+  for (ChunkSend& m : s.sends)
+    if (m.step == 1) m.step = 0;  // forwards before receiving
+  EXPECT_THROW(lowerToChunkPlan(ring, s), Error);
+}
+
+TEST(Lower, SimulatedTimesFollowSccLsCostModel) {
+  const RankGraph g = dgx1();
+  const Fabric fabric = fabricFromTopology(testing::golden("dgx1-v100.xml"));
+  SOLVE_OR_SKIP(lat, g, kAllGather, 2, 3, 2, 30);
+  SOLVE_OR_SKIP(bw, g, kAllGather, 3, 7, 6, 60);
+  ASSERT_EQ(lat.status, SolveStatus::kSat);
+  ASSERT_EQ(bw.status, SolveStatus::kSat);
+  const plan::ChunkPlan latPlan = lowerToChunkPlan(g, *lat.schedule);
+  const plan::ChunkPlan bwPlan = lowerToChunkPlan(g, *bw.schedule);
+  // Large messages: the bandwidth term dominates; R/C = 7/6 beats 3/2, and neither beats the
+  // fabric's lower bound. With 25 GB/s units, (R/C) * L / 25 GB/s is SCCL's bandwidth cost.
+  const uint64_t big = 192ull << 20;  // allgather output bytes
+  const double share = static_cast<double>(big) / 8;
+  const double bigLat = simulate(latPlan, big, fabric).timeUs;
+  const double bigBw = simulate(bwPlan, big, fabric).timeUs;
+  const double bound = lowerBound(plan::Collective::kAllGather, fabric, big).timeUs;
+  EXPECT_LT(bigBw, bigLat);
+  EXPECT_GE(bigBw, bound * 0.999);
+  EXPECT_GE(bigLat, bound * 0.999);
+  const double unitUs = share / (25.0 * kBytesPerUsPerGBs);
+  EXPECT_LT(bigBw, 1.25 * (7.0 / 6.0) * unitUs);
+  EXPECT_LT(bigLat, 1.25 * (3.0 / 2.0) * unitUs);
+  // Small messages: latency dominates, and two steps beat three.
+  const uint64_t small = 48 * 1024;
+  EXPECT_LT(simulate(latPlan, small, fabric).timeUs, simulate(bwPlan, small, fabric).timeUs);
+}
+
+}  // namespace
+}  // namespace weft::synth::solver
