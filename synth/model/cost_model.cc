@@ -1,6 +1,7 @@
 #include "synth/model/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace weft::synth {
@@ -52,26 +53,27 @@ void FairShare::compute(const std::vector<const std::vector<int>*>& flows,
       flowsOn_[l].push_back(static_cast<int>(f));
     }
   }
-  // Progressive filling: the link with the least capacity per unfixed flow saturates first;
-  // its flows get that share, which is taken from every other link they cross.
+  // Progressive filling: the links with the least capacity per unfixed flow saturate first;
+  // their flows get that share, which is taken from every other link they cross. Links tied at
+  // the least share stay tied as their flows are fixed, so all of them are settled in one pass.
   while (open > 0) {
-    int best = -1;
     double share = std::numeric_limits<double>::infinity();
     for (int l : used_)
-      if (unfixed_[l] > 0 && left_[l] / unfixed_[l] < share) {
-        share = left_[l] / unfixed_[l];
-        best = l;
-      }
-    if (best < 0) break;
+      if (unfixed_[l] > 0) share = std::min(share, left_[l] / unfixed_[l]);
+    if (share == std::numeric_limits<double>::infinity()) break;
+    const double tie = share + std::abs(share) * 1e-12;
     share = std::max(0.0, share);
-    for (int f : flowsOn_[best]) {
-      if (fixed_[f]) continue;
-      fixed_[f] = 1;
-      rates[f] = share;
-      --open;
-      for (int l : *flows[f]) {
-        left_[l] -= share;
-        --unfixed_[l];
+    for (int best : used_) {
+      if (unfixed_[best] == 0 || left_[best] / unfixed_[best] > tie) continue;
+      for (int f : flowsOn_[best]) {
+        if (fixed_[f]) continue;
+        fixed_[f] = 1;
+        rates[f] = share;
+        --open;
+        for (int l : *flows[f]) {
+          left_[l] -= share;
+          --unfixed_[l];
+        }
       }
     }
   }

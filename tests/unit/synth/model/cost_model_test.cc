@@ -30,6 +30,14 @@ TEST(CostModel, MaxMinGivesLeftoverToUnconstrainedFlows) {
   EXPECT_DOUBLE_EQ(r[2], 95.0);
 }
 
+TEST(CostModel, TiedBottlenecksSettleTogether) {
+  // Links 0 and 1 (10 GB/s, two flows each) tie at 5; link 2 (30) keeps 20 for its own flow.
+  const std::vector<double> r =
+      maxMinFairRates({10.0, 10.0, 30.0}, {{0}, {0, 2}, {1}, {1, 2}, {2}});
+  const std::vector<double> want = {5, 5, 5, 5, 20};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(r[i], want[i]) << "flow " << i;
+}
+
 TEST(CostModel, FlowWithoutLinksIsUnbounded) {
   const std::vector<double> r = maxMinFairRates({10.0}, {{}, {0}}, 1e9);
   EXPECT_DOUBLE_EQ(r[0], 1e9);
