@@ -1,0 +1,166 @@
+// The plan library's selection rules (collective, ranks, in/out of place, byte window, equal
+// chunks, messages that fit a slot, PreMulSum), its preference between plans, the checks add()
+// makes, and how the selector weighs library plans against built-in algorithms under NCCL_ALGO.
+#include "src/select/plan_library.h"
+
+#include <gtest/gtest.h>
+
+#include "src/common/error.h"
+#include "src/plan/msccl_xml.h"
+#include "src/select/selector.h"
+
+namespace weft::select {
+namespace {
+
+// A 2-rank allreduce over 2 chunks: each rank reduces one half and sends it back.
+std::string pairXml(bool inPlace, uint64_t minBytes, uint64_t maxBytes, const char* name = "p") {
+  std::string out = inPlace ? "i" : "o";
+  std::string x = std::string("<algo name=\"") + name + "\" proto=\"Simple\" nchannels=\"1\" "
+                  "nchunksperloop=\"2\" ngpus=\"2\" coll=\"allreduce\" inplace=\"" +
+                  (inPlace ? "1" : "0") + "\" outofplace=\"" + (inPlace ? "0" : "1") +
+                  "\" minBytes=\"" + std::to_string(minBytes) + "\" maxBytes=\"" +
+                  std::to_string(maxBytes) + "\">\n";
+  for (int r = 0; r < 2; ++r) {
+    const std::string me = std::to_string(r), peer = std::to_string(1 - r);
+    x += "<gpu id=\"" + me + "\" i_chunks=\"2\" o_chunks=\"" + (inPlace ? "0" : "2") +
+         "\" s_chunks=\"0\"><tb id=\"0\" send=\"" + peer + "\" recv=\"" + peer + "\" chan=\"0\">" +
+         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" + peer + "\" dstbuf=\"o\" dstoff=\"-1\" "
+         "cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" + me + "\" dstbuf=\"" + out +
+         "\" dstoff=\"" + me + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"" + out + "\" dstoff=\"" +
+         peer + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
+  }
+  return x + "</algo>\n";
+}
+
+plan::ChunkPlan pair(bool inPlace, uint64_t minBytes = 0, uint64_t maxBytes = 0,
+                     const char* name = "p") {
+  return plan::importMsccl(pairXml(inPlace, minBytes, maxBytes, name));
+}
+
+LibraryQuery query(uint64_t count, bool inPlace) {
+  LibraryQuery q;
+  q.coll = plan::Collective::kAllReduce;
+  q.nranks = 2;
+  q.count = count;
+  q.elemSize = 4;
+  q.inPlace = inPlace;
+  return q;
+}
+
+TEST(PlanLibrary, AddChecksThePlan) {
+  PlanLibrary lib;
+  EXPECT_EQ(lib.add(pair(false), "pair").id, 0);
+  // The same steps without the final receive: what the peer sends back is never received.
+  plan::ChunkPlan broken = pair(false);
+  for (auto& prog : broken.programs) prog.lanes[0].steps.pop_back();
+  try {
+    lib.add(broken, "broken");
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("plan library: broken: at count 2: plan verifier: ", 0), 0u) << m;
+    EXPECT_NE(m.find("that no step of rank 1 receives"), std::string::npos) << m;
+  }
+  EXPECT_EQ(lib.plans().size(), 1u);
+  lib.add(broken, "unchecked", 0, /*verify=*/false);  // a caller that verified elsewhere
+  EXPECT_EQ(lib.plans().size(), 2u);
+  EXPECT_NE(checkLibraryPlan(broken, true), "");
+  EXPECT_EQ(checkLibraryPlan(pair(true), true), "");
+}
+
+TEST(PlanLibrary, MatchRules) {
+  PlanLibrary lib;
+  lib.add(pair(false, 16, 1024), "oop");
+  lib.add(pair(true, 16, 1024), "ip");
+  ASSERT_NE(lib.match(query(64, false)), nullptr);
+  EXPECT_EQ(lib.match(query(64, false))->source, "oop");
+  EXPECT_EQ(lib.match(query(64, true))->source, "ip");
+  EXPECT_EQ(lib.match(query(2, false)), nullptr) << "8 bytes: below minBytes";
+  EXPECT_NE(lib.match(query(4, false)), nullptr) << "16 bytes: the window is inclusive";
+  EXPECT_NE(lib.match(query(256, false)), nullptr);
+  EXPECT_EQ(lib.match(query(258, false)), nullptr) << "past maxBytes";
+  EXPECT_EQ(lib.match(query(63, false)), nullptr) << "63 does not split into 2 chunks";
+  LibraryQuery q = query(64, false);
+  q.nranks = 3;
+  EXPECT_EQ(lib.match(q), nullptr);
+  q = query(64, false);
+  q.coll = plan::Collective::kReduceScatter;
+  EXPECT_EQ(lib.match(q), nullptr);
+  // PreMulSum scales reads of the input: only the plan that never rewrites it may run it.
+  q = query(64, true);
+  q.scalesInput = true;
+  EXPECT_EQ(lib.match(q), nullptr);
+  q.inPlace = false;
+  EXPECT_EQ(lib.match(q)->source, "oop");
+  // Messages must fit one FIFO slot: 64 floats in 2 chunks = 128-byte messages.
+  q = query(64, false);
+  q.slotBytes = 128;
+  EXPECT_NE(lib.match(q), nullptr);
+  q.slotBytes = 124;
+  EXPECT_EQ(lib.match(q), nullptr);
+}
+
+TEST(PlanLibrary, PreferenceFilesFirstThenCheapest) {
+  PlanLibrary lib;
+  lib.add(pair(false, 0, 0, "slow"), "synth:slow", 50.0);
+  lib.add(pair(false, 0, 0, "fast"), "synth:fast", 5.0);
+  EXPECT_EQ(lib.match(query(64, false))->plan->name, "fast");
+  lib.add(pair(false, 0, 0, "file"), "/plans/file.xml");
+  lib.add(pair(false, 0, 0, "file2"), "/plans/file2.xml");
+  EXPECT_EQ(lib.match(query(64, false))->plan->name, "file") << "files win, in load order";
+  EXPECT_NE(lib.describe().find("msccl 'fast' (allreduce, 2 ranks, 0-any bytes, out of place "
+                                "only) from synth:fast, predicted 5 us"),
+            std::string::npos)
+      << lib.describe();
+}
+
+plan::Spec spec(uint64_t count) {
+  plan::Spec s;
+  s.coll = plan::Collective::kAllReduce;
+  s.nranks = 2;
+  s.count = count;
+  return s;
+}
+
+TEST(PlanLibrary, SelectorWeighsPredictedCosts) {
+  auto cheap = std::make_shared<PlanLibrary>();
+  cheap->add(pair(false, 0, 0, "cheap"), "synth", 1e-6);
+  auto dear = std::make_shared<PlanLibrary>();
+  dear->add(pair(false, 0, 0, "dear"), "synth", 1e9);
+  auto file = std::make_shared<PlanLibrary>();
+  file->add(pair(false, 0, 0, "file"), "file.xml");
+
+  Selector s(2, LinkModel{}, AlgoFilter(""));
+  EXPECT_NE(s.choose(spec(64), CallTraits{}).algorithm.rfind("msccl", 0), 0u) << "no library";
+  s.setLibrary(cheap, 128 * 1024);
+  Choice c = s.choose(spec(64), CallTraits{});
+  EXPECT_EQ(c.algorithm, "msccl:cheap#0");
+  ASSERT_NE(c.chunkPlan, nullptr);
+  EXPECT_EQ(c.chunkPlanSource, "synth");
+  EXPECT_EQ(s.choose(spec(64), CallTraits{true, false}).chunkPlan, nullptr) << "in place";
+  s.setLibrary(dear, 128 * 1024);
+  EXPECT_EQ(s.choose(spec(64), CallTraits{}).chunkPlan, nullptr) << "built-ins predicted faster";
+  s.setLibrary(file, 128 * 1024);
+  EXPECT_EQ(s.choose(spec(64), CallTraits{}).algorithm, "msccl:file#0") << "files: MSCCL's rule";
+
+  Selector forced(2, LinkModel{}, AlgoFilter("msccl"));
+  forced.setLibrary(dear, 128 * 1024);
+  EXPECT_EQ(forced.choose(spec(64), CallTraits{}).algorithm, "msccl:dear#0");
+  EXPECT_EQ(forced.choose(spec(63), CallTraits{}).chunkPlan, nullptr) << "falls back";
+  EXPECT_FALSE(forced.choose(spec(63), CallTraits{}).algorithm.empty());
+
+  for (const char* filter : {"^msccl", "ring", "allreduce:^msccl", "allreduce:ring;msccl"}) {
+    Selector no(2, LinkModel{}, AlgoFilter(filter));
+    no.setLibrary(file, 128 * 1024);
+    EXPECT_EQ(no.choose(spec(64), CallTraits{}).chunkPlan, nullptr) << filter;
+  }
+  Selector perColl(2, LinkModel{}, AlgoFilter("allreduce:msccl;ring"));
+  perColl.setLibrary(file, 128 * 1024);
+  EXPECT_NE(perColl.choose(spec(64), CallTraits{}).chunkPlan, nullptr);
+  EXPECT_NE(perColl.table().find("plan library: 1 plans"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft::select
