@@ -48,9 +48,9 @@ std::vector<std::vector<int>> automorphisms(const RankGraph& graph, size_t limit
 
 struct SolveOptions {
   double timeoutSec = 0;  // for the whole call; <= 0: no limit (past it the result is kUnknown)
-  // Automorphisms the schedule must be invariant under (the group they generate is used): a
-  // chunk's moves, mapped by one of them, are the moves of the mapped chunk. This shrinks the
-  // search; it can miss schedules, so only sat answers of a symmetric search are final.
+  // Automorphisms the schedule must be invariant under (the group they generate, up to 64
+  // elements, is used): a chunk's moves, mapped by one of them, are the moves of the mapped
+  // chunk. This shrinks the search; it can miss schedules, so only its sat answers are final.
   std::vector<std::vector<int>> symmetry;
   std::vector<int> roundsPerStep;  // fixes r_s; empty: the solver picks them
 };
@@ -59,8 +59,8 @@ struct SolveOptions {
 SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps,
                           int rounds, int chunks, const SolveOptions& options);
 
-// Solves one (steps, rounds, chunks) instance: first a search invariant under the graph's whole
-// automorphism group (fast where a symmetric schedule exists), then, unless it found one, the
+// Solves one (steps, rounds, chunks) instance: first a search invariant under the graph's
+// automorphisms (up to 64; fast where a symmetric schedule exists), then, unless it found one, the
 // full search, which alone decides unsat. timeoutSec <= 0 means no limit; past it the result is
 // kUnknown. Throws weft::Error(kInvalidArgument) for steps < 1, rounds < steps, chunks < 1 or an
 // unsupported collective.
@@ -109,10 +109,11 @@ struct ParetoResult {
   bool bandwidthOptimal = false;        // the last point meets roundsPerChunkBound
 };
 
-// SCCL's Pareto-Synthesize: for S from the step lower bound up, R from S up, try the largest C
-// with R/C at or above the rounds-per-chunk bound whose ratio beats the best found so far; keep
-// the best sat instance of each S when it beats every smaller S. A step count ends at its first
-// unsat (or unknown) instance; the walk ends when the bound is met.
+// SCCL's Pareto-Synthesize: for S from the step lower bound up and R from S up, try C from the
+// most R rounds allow (R/C at or above the rounds-per-chunk bound, C <= maxChunks) down while
+// R/C beats the best ratio found so far; the first sat C is kept. A step count ends at the first
+// R where every C tried was unsat or unknown; the walk ends when the bound is met. The best
+// instance of each S is a point when it beats every smaller S.
 ParetoResult paretoFrontier(const RankGraph& graph, const CollectiveSpec& spec,
                             const ParetoOptions& options = {});
 

@@ -4,6 +4,7 @@
 //   weft-synth-exact --topology tests/golden/topologies/dgx1-v100.xml pareto --max-chunks 6
 //   weft-synth-exact --matrix "0,1,1;1,0,1;1,1,0" --coll broadcast --root 1 solve 1 1 1
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "src/common/error.h"
 #include "src/plan/verifier.h"
 #include "src/topo/xml_reader.h"
+#include "synth/model/simulator.h"
 #include "synth/solver/lower.h"
 #include "synth/solver/solver.h"
 
@@ -28,7 +30,10 @@ const char* kUsage =
     "  --root R            broadcast root (default 0)\n"
     "  --timeout SEC       per solver call (default 30)\n"
     "  --verify COUNT      lower each schedule found to a plan and verify it at this count\n"
+    "                      (or the next one that splits into whole chunks)\n"
     "  --print             print each schedule found\n"
+    "  --simulate BYTES    predict each plan's time at this message size (allgather: output\n"
+    "                      bytes) with the synth/model simulator (needs --topology)\n"
     "commands:\n"
     "  bounds              the step and rounds-per-chunk lower bounds\n"
     "  solve S R C         one instance: S steps, R rounds, C chunks\n"
@@ -58,17 +63,32 @@ struct Args {
   CollectiveSpec spec;
   double timeout = 30;
   long verifyCount = 0;
+  std::vector<uint64_t> simulateBytes;
+  std::optional<weft::synth::Fabric> fabric;
   bool print = false;
   std::vector<int> positional;
   ParetoOptions pareto;
 };
 
 void report(const RankGraph& graph, const Schedule& schedule, const Args& args) {
+  // Lowering, verification and simulation of one schedule, as the options ask.
   if (args.print) std::cout << schedule.describe();
-  if (args.verifyCount <= 0) return;
+  if (args.verifyCount <= 0 && args.simulateBytes.empty()) return;
   const weft::plan::ChunkPlan cp = lowerToChunkPlan(graph, schedule);
-  weft::plan::verify(weft::plan::instantiate(cp, static_cast<uint64_t>(args.verifyCount)));
-  std::cout << "  plan " << cp.name << " verified at count " << args.verifyCount << "\n";
+  if (args.verifyCount > 0) {
+    // The next count at or above the one asked for that splits into whole chunks.
+    uint64_t count = static_cast<uint64_t>(args.verifyCount);
+    while (weft::plan::chunkElems(cp, count) == 0) ++count;
+    weft::plan::verify(weft::plan::instantiate(cp, count));
+    std::cout << "  plan " << cp.name << " verified at count " << count << "\n";
+  }
+  for (uint64_t bytes : args.simulateBytes) {
+    if (!args.fabric)
+      throw weft::Error(weft::Status::kInvalidArgument,
+                        "weft-synth-exact: --simulate needs --topology");
+    const double us = weft::synth::simulate(cp, bytes, *args.fabric).timeUs;
+    std::cout << "  plan " << cp.name << " at " << bytes << " B: " << us << " us (simulated)\n";
+  }
 }
 
 int run(int argc, char** argv) {
@@ -102,6 +122,8 @@ int run(int argc, char** argv) {
       args.timeout = std::atof(value());
     } else if (a == "--verify") {
       args.verifyCount = number(value(), "count");
+    } else if (a == "--simulate") {
+      args.simulateBytes.push_back(std::stoull(value()));
     } else if (a == "--print") {
       args.print = true;
     } else if (a == "--max-chunks") {
@@ -125,9 +147,8 @@ int run(int argc, char** argv) {
   if (!args.topology.empty()) {
     weft::synth::FabricOptions fo;
     if (!args.gpus.empty()) fo.gpus = parseList(args.gpus, ',');
-    graph = rankGraphFromFabric(
-        weft::synth::fabricFromTopology(weft::topo::readTopologyFile(args.topology), fo), 0,
-        args.topology);
+    args.fabric = weft::synth::fabricFromTopology(weft::topo::readTopologyFile(args.topology), fo);
+    graph = rankGraphFromFabric(*args.fabric, 0, args.topology);
   } else {
     std::vector<std::vector<int>> rows;
     std::stringstream in(args.matrix);

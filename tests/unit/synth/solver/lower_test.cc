@@ -113,8 +113,8 @@ TEST(Lower, SimulatedTimesFollowSccLsCostModel) {
   EXPECT_GE(bigBw, bound * 0.999);
   EXPECT_GE(bigLat, bound * 0.999);
   const double unitUs = share / (25.0 * kBytesPerUsPerGBs);
-  EXPECT_LT(bigBw, 1.25 * (7.0 / 6.0) * unitUs);
-  EXPECT_LT(bigLat, 1.25 * (3.0 / 2.0) * unitUs);
+  EXPECT_LT(bigBw, 1.05 * (7.0 / 6.0) * unitUs);
+  EXPECT_LT(bigLat, 1.05 * (3.0 / 2.0) * unitUs);
   // Small messages: latency dominates, and two steps beat three.
   const uint64_t small = 48 * 1024;
   EXPECT_LT(simulate(latPlan, small, fabric).timeUs, simulate(bwPlan, small, fabric).timeUs);
