@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "algorithms/registry.h"
 #include "src/common/error.h"
+#include "src/plan/msccl_xml.h"
 #include "synth/model/bounds.h"
 #include "synth/model/cost_model.h"
 #include "tests/unit/synth/model/model_test_util.h"
@@ -365,6 +368,31 @@ TEST(Simulator, NeverBeatsTheLowerBound) {
         }
       }
     }
+  }
+}
+
+// The published MSCCL algorithms (../shared/msccl-xml) run on the machines they were written for,
+// never faster than the bound.
+TEST(Simulator, PublishedMscclPlansOnTheirMachines) {
+  const std::string dir = std::string(WEFT_SHARED_DIR) + "/msccl-xml/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << dir << " is absent";
+  struct Case {
+    const char* file;
+    const char* machine;
+    uint64_t bytes;
+  };
+  for (const Case& c : {Case{"ndv4/ap2ll.xml", "dgx-a100.xml", 64 * 1024},
+                        Case{"ndv4/r48ll.xml", "dgx-a100.xml", 64 * kMiB},
+                        Case{"ndv5/ag-1m.xml", "dgx-h100.xml", kMiB},
+                        Case{"ndv5/ar-1m.xml", "dgx-h100.xml", kMiB}}) {
+    SCOPED_TRACE(c.file);
+    const plan::ChunkPlan cp = plan::importMscclFile(dir + c.file);
+    const Fabric f = goldenFabric(c.machine);
+    const SimResult r = simulate(cp, c.bytes, f);
+    const Bound b = lowerBound(cp.coll, f, c.bytes, cp.root);
+    EXPECT_GE(r.timeUs, b.timeUs);
+    std::printf("%s on %s at %llu B: %.2f us, bound %.2f us (ratio %.3f)\n", c.file, c.machine,
+                static_cast<unsigned long long>(c.bytes), r.timeUs, b.timeUs, b.timeUs / r.timeUs);
   }
 }
 
