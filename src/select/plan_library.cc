@@ -228,11 +228,38 @@ std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dir
   return lib;
 }
 
+namespace {
+std::mutex processMu;
+PlanLibrary& processPlans() {
+  static PlanLibrary lib;
+  return lib;
+}
+}  // namespace
+
+void addProcessPlan(plan::ChunkPlan plan, std::string source, double predictedUs) {
+  std::string why = checkLibraryPlan(plan, true);
+  if (!why.empty()) fail(Status::kInvalidArgument, "plan library: " + source + ": " + why);
+  auto shared = std::make_shared<const plan::ChunkPlan>(std::move(plan));
+  std::lock_guard<std::mutex> lock(processMu);
+  processPlans().addChecked(std::move(shared), std::move(source), predictedUs);
+}
+
+void clearProcessPlans() {
+  std::lock_guard<std::mutex> lock(processMu);
+  processPlans() = PlanLibrary();
+}
+
 std::shared_ptr<const PlanLibrary> libraryFromEnvironment() {
   std::string dirs = env::get("MSCCL_ALGO_DIR");
   const std::string weft = env::get("WEFT_PLAN_DIR");
   if (!weft.empty()) dirs += (dirs.empty() ? "" : ":") + weft;
-  return libraryFromDirectories(dirs);
+  std::shared_ptr<const PlanLibrary> files = libraryFromDirectories(dirs);
+  std::lock_guard<std::mutex> lock(processMu);
+  if (processPlans().empty()) return files;
+  auto lib = std::make_shared<PlanLibrary>(*files);
+  for (const LibraryPlan& e : processPlans().plans())
+    lib->addChecked(e.plan, e.source, e.predictedUs);
+  return lib;
 }
 
 }  // namespace weft::select

@@ -71,12 +71,18 @@ class PlanLibrary {
 std::string checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
 
 // The library of MSCCL XML files in the colon-separated directories of MSCCL_ALGO_DIR and
-// WEFT_PLAN_DIR (*.xml, by name). Each file is read and verified once per process (again when
+// WEFT_PLAN_DIR (*.xml, by name), then the plans added with addProcessPlan(). Each file is read and verified once per process (again when
 // its size or modification time changes); INFO logs which files were loaded and which were
 // rejected and why. A bad file or directory is reported and skipped, never fatal.
 std::shared_ptr<const PlanLibrary> libraryFromEnvironment();
 
 // Same for an explicit directory list (colon-separated).
 std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dirs);
+
+// Plans added in code (a synthesizer's, with its predicted cost) join the library of every
+// communicator created afterwards, after the files. Checked like PlanLibrary::add (throws).
+void addProcessPlan(plan::ChunkPlan plan, std::string source, double predictedUs = 0);
+// Forgets the plans added with addProcessPlan (tests, tools that synthesize again).
+void clearProcessPlans();
 
 }  // namespace weft::select
