@@ -258,6 +258,14 @@ TEST(MscclImport, SmallPlanReadsAndVerifies) {
   }
 }
 
+TEST(MscclImport, ToleratesRcclExtrasCommentsAndDeclarations) {
+  std::string x = replaced(validXml(), "maxBytes=\"0\"",
+                           "maxBytes=\"0\" maxcount=\"2\" nthreadblocks=\"4\"");
+  x = "<?xml version=\"1.0\"?>\n" + replaced(x, "<tb id=\"1\"", "<!-- copy lane -->\n<tb id=\"1\"");
+  ChunkPlan p = importMsccl(x);
+  EXPECT_EQ(chunkPlanDifference(p, importMsccl(validXml())), "");
+}
+
 // A plan built in code with what files rarely hold: several dependencies on one step, a kept
 // nop others wait for, a trailing nop, recv-reduce in place, every step type.
 ChunkPlan handBuilt() {
