@@ -166,17 +166,12 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
   for (size_t t = 0; t < out.pack.trees.size(); ++t) {
     if (share[t] == 0) continue;
     const PackedTree& tree = out.pack.trees[t];
-    // Trees sharing a link get about equal shares of it when they run at once, so a tree with
-    // k chunks runs as k jobs of one chunk (each its own lanes) and bandwidth follows weight.
-    const uint64_t parts = o.equalJobs ? share[t] : 1;
-    for (uint64_t k = 0; k < parts; ++k) {
-      TreeJob j;
-      j.parent = tree.parent;
-      j.first = (perRoot(coll) ? tree.root * best : 0) + used[tree.root];
-      j.count = share[t] / parts;
-      used[tree.root] += j.count;
-      jobs.push_back(std::move(j));
-    }
+    TreeJob j;
+    j.parent = tree.parent;
+    j.first = (perRoot(coll) ? tree.root * best : 0) + used[tree.root];
+    j.count = share[t];
+    used[tree.root] += share[t];
+    jobs.push_back(std::move(j));
   }
   const uint64_t C = perRoot(coll) ? best * n : best;
   out.plan = forestPlan(coll, n, root, C, jobs, std::string("pack-") + plan::collectiveName(coll));

@@ -14,7 +14,6 @@ struct PackPlanOptions {
   uint64_t maxChunksPerRank = 64;  // chunks of one root's data (all of it for broadcast / reduce)
   double minEfficiency = 0.99;     // fewest chunks whose rounding keeps this share of the rate
   uint64_t minPieces = 16;         // chunks per tree to aim for, so trees pipeline
-  bool equalJobs = false;          // one job (lanes, channel) per chunk instead of per tree
   PackOptions pack;
 };
 

@@ -119,13 +119,14 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   std::vector<double> price(L);
   for (int l = 0; l < L; ++l) price[l] = 1.0 / f.links[l].bw;
   for (int ri = 0; ri < R; ++ri) addTree(ri, minArborescence(edgeCosts(f, price, flow), roots[ri]));
-  // And from chains along the rings of the ring search: they enter the basis first, so where
-  // rings are optimal the packing keeps their simple, evenly weighted trees.
-  std::vector<size_t> ringColumns;
+  // And chains along the rings of the ring search (kept alone below when they are optimal).
+  std::vector<size_t> ringColumns;  // ring-major, one per root
+  std::vector<double> ringBw;
   if (o.seedWithRings) {
     RingSearchOptions ro;
     ro.maxIterations = 20000;
     for (const Ring& ring : searchRings(f, ro)) {
+      ringBw.push_back(ring.bw);
       const int n = f.nranks;
       std::vector<int> pos(n);
       for (int i = 0; i < n; ++i) pos[ring.order[i]] = i;
@@ -168,25 +169,27 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   }
   result.rate = value;
   result.columns = static_cast<int>(cols.size());
-  // Where the ring chains alone reach the optimum, prefer them: few, evenly weighted trees
-  // that stream like rings.
+  // Where the ring chains alone reach the optimum, prefer them: every root splits its data
+  // over the rings in proportion to ring bandwidth, as ring schedules do, so the trees are few,
+  // evenly weighted and stream like rings.
   std::vector<double> weight(cols.size(), 0.0);
   for (size_t c = 0; c < cols.size(); ++c) weight[c] = lp.value(cols[c].lpIndex);
   if (!ringColumns.empty()) {
-    PackingLp rings(b);
-    rings.addColumn(1.0, lambdaCol);
-    std::vector<int> index(cols.size(), -1);
-    for (size_t c : ringColumns) {
-      if (index[c] >= 0) continue;
+    std::vector<double> unit(cols.size(), 0.0), load(L, 0.0);
+    for (size_t k = 0; k < ringColumns.size(); ++k)
+      unit[ringColumns[k]] += ringBw[k / R];
+    for (size_t c = 0; c < cols.size(); ++c) {
+      if (unit[c] == 0) continue;
       const auto uses = treeUses(f, cols[c].parent, flow);
-      std::vector<double> a(R + L, 0.0);
-      a[cols[c].rootIndex] = -1;
-      for (int l = 0; l < L; ++l) a[R + l] = uses[l];
-      index[c] = rings.addColumn(0.0, a);
+      for (int l = 0; l < L; ++l) load[l] += unit[c] * uses[l];
     }
-    if (rings.solve() >= value * (1 - 1e-9))
-      for (size_t c = 0; c < cols.size(); ++c)
-        weight[c] = index[c] >= 0 ? rings.value(index[c]) : 0.0;
+    double scale = kInf;
+    for (int l = 0; l < L; ++l)
+      if (load[l] > 0) scale = std::min(scale, f.links[l].bw / load[l]);
+    double ringRate = 0;
+    for (double bw : ringBw) ringRate += bw * scale;
+    if (ringRate >= value * (1 - 1e-9))
+      for (size_t c = 0; c < cols.size(); ++c) weight[c] = unit[c] * scale;
   }
   std::vector<double> perRoot(R, 0.0);
   for (size_t c = 0; c < cols.size(); ++c) perRoot[cols[c].rootIndex] += weight[c];

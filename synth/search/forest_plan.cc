@@ -161,7 +161,7 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
   for (size_t ji = 0; ji < jobs.size(); ++ji) {
     const TreeJob& j = jobs[ji];
     const int tr = roots[ji];
-    const int ch_ = channels[ji];
+    const int channel = channels[ji];
     std::vector<std::vector<int>> kids(n);
     for (int r = 0; r < n; ++r)
       if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
@@ -183,8 +183,8 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         // children's links stream at once; the first child's data is reduced on the fly.
         if (ch.size() > 1) p.scratchChunks = std::max<uint64_t>(p.scratchChunks, ch.size() * C);
         std::vector<int> side;
-        for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, ch_));
-        const int up = addLane(p, ch_);
+        for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, channel));
+        const int up = addLane(p, channel);
         for (const auto& [a, m] : pieces) {
           std::vector<StepRef> got;
           for (size_t k = 1; k < ch.size(); ++k)
@@ -221,12 +221,12 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         if (r == tr) {
           // One lane per child: the root feeds all its links at once.
           if (coll != Collective::kAllReduce) {
-            const int copy = addLane(p, ch_);
+            const int copy = addLane(p, channel);
             add(p, copy, step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first),
                               out(j.first), j.count));
           }
           for (int c : ch) {
-            const int lane = addLane(p, ch_);
+            const int lane = addLane(p, channel);
             for (size_t pi = 0; pi < pieces.size(); ++pi) {
               const auto [a, m] = pieces[pi];
               Step st = step(Op::kSend, -1, c, rootSrc(a), {}, m);
@@ -237,9 +237,9 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         } else {
           // Receive (and stream on to the first child) on one lane; further children are fed
           // from the received chunk on lanes of their own.
-          const int down = addLane(p, ch_);
+          const int down = addLane(p, channel);
           std::vector<int> side;
-          for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, ch_));
+          for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, channel));
           for (size_t pi = 0; pi < pieces.size(); ++pi) {
             const auto [a, m] = pieces[pi];
             Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)

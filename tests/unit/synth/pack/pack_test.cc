@@ -99,7 +99,8 @@ TEST(Pack, FullDgx1AllGatherReachesTheCutBound) {
 }
 
 TEST(Pack, SwitchedAndMultiHostMachinesReachTheirCutBounds) {
-  for (const char* name : {"dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2", "dgx-a100-x2"}) {
+  for (const char* name :
+       {"dgx-a100", "dgx2", "dgx-h100", "pcie-8gpu", "ndv2-x2", "dgx-a100-x2", "dgx-h100-x2"}) {
     const Fabric f = goldenFabric(name);
     const PackedPlan ag = packPlanDetailed(Collective::kAllGather, f);
     EXPECT_NEAR(ag.pack.rate, allGatherCutRate(f), 1e-6 * ag.pack.rate) << name;
