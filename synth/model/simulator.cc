@@ -59,7 +59,6 @@ struct Fifo {
   uint64_t popped = 0;  // entries consumed so far (absolute index of q.front())
   int waitingSender = -1, waitingReceiver = -1;  // lanes blocked on this FIFO
   int sendingStep = -1, receivingStep = -1;      // the last steps that used it (global ids)
-  int routeLatencyIdx = -1;
   double latencyUs = 0;
   const std::vector<int>* route = nullptr;
 };
@@ -81,7 +80,7 @@ struct StepInfo {
   int lane = 0;  // global lane index
   int index = 0;
   int sendFifo = -1, recvFifo = -1;
-  uint64_t bytes = 0, nslices = 1, sliceBytes = 0;
+  uint64_t bytes = 0, nslices = 1;
   bool done = false;
   double startUs = 0, endUs = 0;
   int blocker = -1;
@@ -167,6 +166,12 @@ class Engine {
     if (static_cast<int>(plan_.programs.size()) != n)
       reject("plan has " + std::to_string(plan_.programs.size()) + " programs for " +
              std::to_string(n) + " ranks");
+    bool routesOk = static_cast<int>(fabric_.routes.size()) == n;
+    for (const auto& row : fabric_.routes) routesOk &= static_cast<int>(row.size()) == n;
+    for (const auto& row : fabric_.routes)
+      for (const auto& route : row)
+        for (int l : route) routesOk &= l >= 0 && l < static_cast<int>(fabric_.links.size());
+    if (!routesOk) reject("the fabric's routes are not an nranks x nranks table of its links");
     const uint64_t elem = std::max<uint32_t>(1, plan_.spec.elemSize);
     const uint64_t slice = std::max<uint64_t>(1, opt_.sliceBytes);
     const uint64_t maxSlices = std::max<uint64_t>(1, opt_.maxSlicesPerStep);
@@ -229,7 +234,6 @@ class Engine {
           info.bytes = st.count * elem;
           info.nslices = std::max<uint64_t>(1, (info.bytes + slice - 1) / slice);
           info.nslices = std::min(info.nslices, maxSlices);
-          info.sliceBytes = (info.bytes + info.nslices - 1) / info.nslices;
           steps_.push_back(std::move(info));
         }
         lanes_.push_back(L);
@@ -465,8 +469,8 @@ class Engine {
                    describe(in.q.front().sender) + " sends " +
                    std::to_string(in.q.front().msgCount));
         }
-        const uint64_t bytes =
-            L.slice + 1 < s.nslices ? s.sliceBytes : s.bytes - s.sliceBytes * (s.nslices - 1);
+        // Even slices: slice i covers bytes [i*B/n, (i+1)*B/n).
+        const uint64_t bytes = sliceEnd(s, L.slice + 1) - sliceEnd(s, L.slice);
         if (s.sendFifo >= 0) {
           Fifo& out = fifos_[s.sendFifo];
           if (out.q.size() >= static_cast<size_t>(std::max(1, opt_.fifoSlots))) {
@@ -493,6 +497,10 @@ class Engine {
     }
     L.phase = Phase::kDone;
     result_.rankFinishUs[L.rank] = std::max(result_.rankFinishUs[L.rank], now_);
+  }
+
+  static uint64_t sliceEnd(const StepInfo& s, uint64_t i) {
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(s.bytes) * i / s.nslices);
   }
 
   void reportDeadlock() {

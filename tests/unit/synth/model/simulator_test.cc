@@ -110,6 +110,20 @@ TEST(Simulator, FewSlotsExposeTheLatency) {
   EXPECT_NEAR(simulate(p, f, o).timeUs, 8 * us(kSlice, 25.0) + 3.0, 1e-9);
 }
 
+TEST(Simulator, CoarsenedSlicesCoverEveryByte) {
+  const Fabric f = fullyConnectedFabric(2, 1.0, 0.0);  // no latency: slots never run out
+  plan::Plan p = p2pPlan(2);
+  addLane(p, 0, 0, {sendTo(1, 1025)});
+  addLane(p, 1, 0, {recvFrom(0, 1025)});
+  SimOptions o;
+  o.sliceBytes = 1;
+  o.maxSlicesPerStep = 1000;  // 1025 one-byte slices would be too many: 1000 of 1 or 2 bytes
+  const SimResult r = simulate(p, f, o);
+  EXPECT_NEAR(r.timeUs, us(1025, 1.0), 1e-9);
+  EXPECT_EQ(r.events, 1000u + 1000u + 2u);  // slices sent, received, steps
+  EXPECT_DOUBLE_EQ(r.links[f.routes[0][1][0]].bytes, 1025.0);
+}
+
 TEST(Simulator, StepOverheadAndLocalBandwidth) {
   const Fabric f = fullyConnectedFabric(2, 25.0, 1.0);
   plan::Plan p = p2pPlan(2);
@@ -303,6 +317,9 @@ TEST(Simulator, BadPlansAreRejected) {
   plan::Plan q = p2pPlan(2);
   addLane(q, 0, 0, {sendTo(5, 10)});
   EXPECT_NE(simError(q, f).find("send peer out of range"), std::string::npos);
+  Fabric broken = f;
+  broken.routes[0][1] = {7};
+  EXPECT_NE(simError(q, broken).find("routes"), std::string::npos);
   plan::Plan d = p2pPlan(2);
   plan::Step nop;
   nop.deps = {{3, 0}};
