@@ -382,6 +382,12 @@ TEST(Simulator, NeverBeatsTheLowerBound) {
           const Bound b = lowerBound(c, *f, bytes, 1);
           EXPECT_GE(r.timeUs, b.timeUs * (1 - 1e-9))
               << a.name << " " << plan::collectiveName(c) << " " << bytes << " B";
+          // No link is busy longer than the plan runs or carries more than its bandwidth allows.
+          for (size_t l = 0; l < r.links.size(); ++l) {
+            EXPECT_LE(r.links[l].busyUs, r.timeUs * (1 + 1e-9));
+            EXPECT_LE(r.links[l].bytes,
+                      f->links[l].bw * kBytesPerUsPerGBs * r.links[l].busyUs * (1 + 1e-9) + 1e-6);
+          }
         }
       }
     }
