@@ -215,6 +215,21 @@ TEST(PlanLibraryComm, OutsideTheWindowOrWithPreMulSumBuiltInsRun) {
   EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 16u) << log.text();
 }
 
+TEST(PlanLibraryComm, MessagesMustFitOneSlot) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  PlanDir dir;
+  dir.copy("ndv5/ar-1m.xml");
+  LogWatch log;
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "65536"}});
+  Comms comms(8);
+  // 16 chunks: 262144 floats make 64 KiB messages (one slot), 393216 floats 96 KiB ones.
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 262144, 0, true});
+  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 393216, 0, true});
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "uses msccl:all_reduce_llm"), 8u) << text;
+  EXPECT_EQ(occurrences(text, "allreduce of 393216 x 4 bytes in place uses"), 0u);
+}
+
 TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
