@@ -1,6 +1,7 @@
 #include "synth/search/ring_search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -143,6 +144,135 @@ class RingDfs {
   bool done_ = false;
 };
 
+// NCCL's pattern: as many rings as fit at one speed, found by a depth-first search that
+// continues into the next ring when one closes and backtracks across rings when a later ring
+// cannot be completed.
+class UniformRings {
+ public:
+  UniformRings(const Fabric& f, double speed, int target, int64_t budget)
+      : f_(f), speed_(speed), target_(target), budget_(budget), uses_(f.links.size(), 0) {
+    for (const FabricLink& l : f.links) rem_.push_back(l.bw);
+  }
+
+  std::vector<std::vector<int>> run() {
+    startRing();
+    return best_;
+  }
+  int64_t budgetLeft() const { return budget_; }
+
+ private:
+  bool fits(int a, int b) {
+    bool ok = true;
+    for (int l : f_.routes[a][b]) ++uses_[l];
+    for (int l : f_.routes[a][b]) ok = ok && rem_[l] >= speed_ * uses_[l] * (1 - 1e-12);
+    for (int l : f_.routes[a][b]) --uses_[l];
+    return ok;
+  }
+
+  void startRing() {
+    if (static_cast<int>(done_.size()) > static_cast<int>(best_.size())) best_ = done_;
+    if (static_cast<int>(best_.size()) >= target_ || budget_ < 0) return;
+    path_ = {0};
+    visited_.assign(f_.nranks, 0);
+    visited_[0] = 1;
+    extend();
+  }
+
+  void extend() {
+    if (static_cast<int>(best_.size()) >= target_ || --budget_ < 0) return;
+    const int n = f_.nranks, last = path_.back();
+    if (static_cast<int>(path_.size()) == n) {
+      if (!fits(last, 0)) return;
+      for (int l : f_.routes[last][0]) ++uses_[l];
+      // The ring closes: take its capacity and look for the next one.
+      for (size_t l = 0; l < uses_.size(); ++l) rem_[l] -= speed_ * uses_[l];
+      const std::vector<int> ring = path_;
+      const std::vector<int> uses = uses_;
+      const std::vector<char> visited = visited_;
+      std::fill(uses_.begin(), uses_.end(), 0);
+      done_.push_back(ring);
+      startRing();
+      done_.pop_back();
+      path_ = ring;
+      uses_ = uses;
+      visited_ = visited;
+      for (size_t l = 0; l < uses_.size(); ++l) rem_[l] += speed_ * uses_[l];
+      for (int l : f_.routes[last][0]) --uses_[l];
+      return;
+    }
+    for (int v = 0; v < n; ++v) {
+      if (visited_[v] || !fits(last, v)) continue;
+      for (int l : f_.routes[last][v]) ++uses_[l];
+      visited_[v] = 1;
+      path_.push_back(v);
+      extend();
+      path_.pop_back();
+      visited_[v] = 0;
+      for (int l : f_.routes[last][v]) --uses_[l];
+      if (static_cast<int>(best_.size()) >= target_ || budget_ < 0) return;
+    }
+  }
+
+  const Fabric& f_;
+  const double speed_;
+  const int target_;
+  int64_t budget_;
+  std::vector<int> uses_;
+  std::vector<double> rem_;
+  std::vector<int> path_;
+  std::vector<char> visited_;
+  std::vector<std::vector<int>> done_, best_;
+};
+
+// Rings at one common speed with the largest total, trying speeds that divide a link's
+// bandwidth among up to maxRings rings, fastest first; empty when none beats `beat` GB/s.
+std::vector<Ring> uniformRings(const Fabric& f, const RingSearchOptions& o, double maxSpeed,
+                               double beat) {
+  std::vector<double> speeds;
+  for (const FabricLink& l : f.links)
+    for (int k = 1; k <= o.maxRings; ++k)
+      if (l.bw / k <= maxSpeed * (1 + 1e-12)) speeds.push_back(l.bw / k);
+  std::sort(speeds.rbegin(), speeds.rend());
+  speeds.erase(std::unique(speeds.begin(), speeds.end(),
+                           [](double a, double b) { return std::abs(a - b) <= 1e-9 * a; }),
+               speeds.end());
+  // Every ring enters and leaves every rank and every host: the bandwidth of those cuts caps
+  // the total of all rings.
+  double cap = kInf;
+  auto cutCap = [&](auto inside) {
+    double out = 0, in = 0;
+    for (const FabricLink& l : f.links) {
+      if (inside(l.from) && !inside(l.to)) out += l.bw;
+      if (!inside(l.from) && inside(l.to)) in += l.bw;
+    }
+    cap = std::min({cap, out, in});
+  };
+  for (int r = 0; r < f.nranks; ++r) cutCap([&](int v) { return v == r; });
+  for (int r = 0; r < f.nranks; ++r)
+    if (f.hostOf[r] != f.hostOf[0]) {
+      for (int h : {f.hostOf[0], f.hostOf[r]})
+        cutCap([&](int v) { return f.nodes[v].host == h; });
+      break;
+    }
+  std::vector<Ring> best;
+  int64_t budget = o.maxIterations;  // shared by all speeds
+  for (double s : speeds) {
+    const int target =
+        static_cast<int>(std::min<double>(o.maxRings, std::floor(cap / s * (1 + 1e-9))));
+    if (s * target <= beat * (1 + 1e-9)) continue;  // cannot beat what we have
+    if (budget <= 0) break;
+    UniformRings search(f, s, target, budget);
+    const auto found = search.run();
+    budget = search.budgetLeft();
+    if (found.size() * s > beat * (1 + 1e-9)) {
+      beat = found.size() * s;
+      best.clear();
+      for (const auto& order : found) best.push_back({order, s});
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<int> ringLinkUses(const Fabric& f, const std::vector<int>& order) {
@@ -201,6 +331,11 @@ std::vector<Ring> searchRings(const Fabric& f, const RingSearchOptions& o) {
       for (size_t l = 0; l < uses.size(); ++l)
         remaining[l] = std::max(0.0, remaining[l] - bw * uses[l]);
       rings.push_back({std::move(order), bw});
+    }
+    // NCCL's way (one speed for all rings) finds more where greedy rings block each other.
+    if (!rings.empty()) {
+      std::vector<Ring> uniform = uniformRings(f, o, rings.front().bw, totalRingBw(rings));
+      if (!uniform.empty()) rings = std::move(uniform);
     }
   }
   // Duplicate rings (halving their bandwidth), widest first, up to minRings channels.
