@@ -47,9 +47,12 @@ const char* bufferLetter(uint16_t b) {
   }
 }
 
-bool readsSrc(Op op) { return opReadsSrc(op); }
-// kRecvReduce reads and writes dst; the XML spells it rrc with src = dst.
-bool writesDst(Op op) { return opWritesDst(op); }
+constexpr std::pair<const char*, Collective> kCollectives[] = {
+    {"allreduce", Collective::kAllReduce},         {"allgather", Collective::kAllGather},
+    {"reducescatter", Collective::kReduceScatter}, {"broadcast", Collective::kBroadcast},
+    {"reduce", Collective::kReduce},               {"alltoall", Collective::kAlltoAll},
+    {"gather", Collective::kGather},               {"scatter", Collective::kScatter},
+};
 
 bool rooted(Collective c) {
   return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
@@ -319,8 +322,8 @@ class Importer {
                        " of " + std::to_string(sizes[buf]) + " chunks");
         return Ref{buf, static_cast<uint64_t>(off)};
       };
-      if (readsSrc(st.op)) st.src = operand("src", srcBuf, srcOff);
-      if (writesDst(st.op)) st.dst = operand("dst", dstBuf, dstOff);
+      if (opReadsSrc(st.op)) st.src = operand("src", srcBuf, srcOff);
+      if (opWritesDst(st.op)) st.dst = operand("dst", dstBuf, dstOff);
       if (st.op == Op::kRecvReduceCopy && st.src.buffer == st.dst.buffer &&
           st.src.offset == st.dst.offset) {
         st.op = Op::kRecvReduce;
@@ -464,13 +467,7 @@ std::string escape(const std::string& s) {
 }  // namespace
 
 bool mscclCollective(std::string_view name, Collective* coll) {
-  static const std::pair<const char*, Collective> kNames[] = {
-      {"allreduce", Collective::kAllReduce},   {"allgather", Collective::kAllGather},
-      {"reducescatter", Collective::kReduceScatter}, {"broadcast", Collective::kBroadcast},
-      {"reduce", Collective::kReduce},         {"alltoall", Collective::kAlltoAll},
-      {"gather", Collective::kGather},         {"scatter", Collective::kScatter},
-  };
-  for (const auto& [n, c] : kNames)
+  for (const auto& [n, c] : kCollectives)
     if (name == n) {
       *coll = c;
       return true;
@@ -501,11 +498,8 @@ ChunkPlan importMscclFile(const std::string& path, const MscclLimits& limits) {
 
 std::string exportMsccl(const ChunkPlan& p) {
   const char* coll = nullptr;
-  for (const char* n : {"allreduce", "allgather", "reducescatter", "broadcast", "reduce",
-                        "alltoall", "gather", "scatter"}) {
-    Collective c;
-    if (mscclCollective(n, &c) && c == p.coll) coll = n;
-  }
+  for (const auto& [n, c] : kCollectives)
+    if (c == p.coll) coll = n;
   if (!coll) cannotExport(p, std::string("MSCCL has no collective ") + collectiveName(p.coll));
   if (static_cast<int>(p.programs.size()) != p.nranks)
     cannotExport(p, std::to_string(p.programs.size()) + " programs for " +
@@ -592,8 +586,9 @@ std::string exportMsccl(const ChunkPlan& p) {
           step("nop", nullptr, nullptr, 0, &s.deps[k], false);
         const char* type = mscclType(s.op);
         if (!type) cannotExport(p, "unknown op " + std::to_string(static_cast<int>(s.op)));
-        const Ref* src = readsSrc(s.op) ? &s.src : s.op == Op::kRecvReduce ? &s.dst : nullptr;
-        const Ref* dst = writesDst(s.op) ? &s.dst : nullptr;
+        // kRecvReduce (dst = dst op incoming) is rrc with src = dst.
+        const Ref* src = opReadsSrc(s.op) ? &s.src : s.op == Op::kRecvReduce ? &s.dst : nullptr;
+        const Ref* dst = opWritesDst(s.op) ? &s.dst : nullptr;
         step(type, src, dst, s.op == Op::kNop ? 0 : s.count, s.deps.empty() ? nullptr : &s.deps.back(),
              waitedOn[l][i] != 0);
       }
