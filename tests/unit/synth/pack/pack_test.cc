@@ -68,7 +68,9 @@ TEST(Pack, FragmentedDgx1ReachesTheMaxFlowOptimum) {
       ro.root = root;
       EXPECT_GE(bw, bottleneckAlgBw(ringPlan(Collective::kBroadcast, rings, ro), f) - 1e-9)
           << label(gpus) << " root " << root;
-      if (root == n - 1) EXPECT_EQ(verifyAtCounts(bc.plan, {1, 2}), "") << label(gpus);
+      if (root == n - 1) {
+        EXPECT_EQ(verifyAtCounts(bc.plan, {1, 2}), "") << label(gpus);
+      }
     }
   }
 }
