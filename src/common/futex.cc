@@ -42,9 +42,33 @@ static uint64_t spinBudgetNs() {
   return ns;
 }
 
+namespace {
+std::atomic<bool> gOversubscribed{false};
+}  // namespace
+
+void noteRanksOnHost(int ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (ranks > cpus) gOversubscribed.store(true, std::memory_order_relaxed);
+}
+
+bool oversubscribed() { return gOversubscribed.load(std::memory_order_relaxed); }
+
+static uint64_t yieldBudgetNs() {
+  static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_YIELD_US")) * 1000;
+  return ns;
+}
+
 bool Backoff::spin() {
   if (spins_ == 0) spinStartNs_ = nowNs();
   ++spins_;
+  if (oversubscribed()) {
+    if (nowNs() - spinStartNs_ >= yieldBudgetNs()) return false;
+    sched_yield();
+    return true;
+  }
   if ((spins_ & 15) != 0) {
     for (int i = 0; i < 16; ++i) cpuRelax();
     return true;

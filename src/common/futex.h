@@ -31,6 +31,12 @@ inline void cpuRelax() {
 #endif
 }
 
+// Ranks of this host outnumber the CPUs this process may run on: waiters then yield at every
+// poll (a peer that shares the core runs at once) and keep yielding longer before they sleep,
+// since a futex wake-up costs more than a turn of the run queue. Set at communicator init.
+void noteRanksOnHost(int ranks);
+bool oversubscribed();
+
 // Spin-then-yield phase of a polling loop; says when it is time to sleep instead.
 class Backoff {
  public:

@@ -1,5 +1,7 @@
 #include "src/core/communicator.h"
 
+#include "src/common/futex.h"
+
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -73,9 +75,13 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
   // Only ranks on this host have a doorbell this rank can map (tcp rings the local one).
-  for (int r = 0; r < nranks; ++r)
+  int ranksOnHost = 0;
+  for (int r = 0; r < nranks; ++r) {
+    if (peers_[r].hostHash == peers_[rank].hostHash) ++ranksOnHost;
     if (r != rank && peers_[r].hostHash == peers_[rank].hostHash)
       peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
+  }
+  noteRanksOnHost(ranksOnHost);
   boot_->barrier();
   bell_->unlink();
 
@@ -187,7 +193,7 @@ const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Ch
   if (it == plans_.end()) {
     if (plans_.size() > 512) plans_.clear();  // bounded: counts vary in sweeps
     auto p = choice.chunkPlan
-                 ? std::make_shared<const plan::Plan>(plan::instantiate(
+                 ? std::make_shared<const plan::Plan>(select::instantiateLibraryPlan(
                        *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm))
                  : std::make_shared<const plan::Plan>(
                        algo::build(choice.algorithm, spec, choice.options));
@@ -254,7 +260,14 @@ exec::Work Communicator::collectiveWork(const Call& call) {
     w.buffers[plan::kScratch] = scratch->data();
     w.keep = scratch;
   }
-  w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call));
+  // A library plan's name is part of the tag: ranks that chose different plans (plan directories
+  // that differ between processes, say) fail with a mismatch instead of mixing their messages.
+  uint32_t planTag = 0;
+  if (p.algorithm.compare(0, 6, "msccl:") == 0) {
+    planTag = 2166136261u;
+    for (char c : p.algorithm) planTag = (planTag ^ static_cast<uint8_t>(c)) * 16777619u;
+  }
+  w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call) ^ planTag);
   // An in-place call of a plan not built for it (alltoall) has no ordering between what it sends
   // and what it overwrites: sending by reference there could wait on itself (see Work).
   if (!p.inPlaceSafe) {
