@@ -41,6 +41,7 @@ std::string windowText(const plan::ChunkPlan& p) {
   o << plan::collectiveName(p.coll) << ", " << p.nranks << " ranks, " << p.minBytes << "-";
   if (p.maxBytes) o << p.maxBytes; else o << "any";
   o << " bytes, " << (p.inPlace && p.outOfPlace ? "in and out of place"
+                      : runsOnOutput(p)         ? "in place, run on the output"
                       : p.inPlace               ? "in place only"
                                                 : "out of place only");
   return o.str();
@@ -122,6 +123,41 @@ CachedFile loadFile(const std::string& path) {
 
 }  // namespace
 
+bool runsOnOutput(const plan::ChunkPlan& p) {
+  return !p.outOfPlace &&
+         (p.coll == plan::Collective::kAllReduce || p.coll == plan::Collective::kAllGather);
+}
+
+plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& cp, uint64_t count, uint32_t elemSize,
+                                  const std::string& algorithm) {
+  plan::Plan p = plan::instantiate(cp, count, elemSize, algorithm);
+  if (!runsOnOutput(cp)) return p;
+  for (int r = 0; r < p.spec.nranks; ++r) {
+    plan::Program& prog = p.programs[r];
+    // Where an in-place call keeps this rank's input inside the output.
+    const uint64_t slot = cp.coll == plan::Collective::kAllGather ? r * count : 0;
+    auto toOutput = [&](plan::Ref& ref) {
+      if (ref.buffer == plan::kInput) ref = plan::Ref{plan::kOutput, ref.offset + slot};
+    };
+    for (plan::Lane& lane : prog.lanes)
+      for (plan::Step& st : lane.steps) {
+        if (plan::opReadsSrc(st.op)) toOutput(st.src);
+        if (plan::opWritesDst(st.op)) toOutput(st.dst);
+      }
+    plan::Step copy;
+    copy.op = plan::Op::kCopy;
+    copy.src = plan::Ref{plan::kInput, 0};
+    copy.dst = plan::Ref{plan::kOutput, slot};
+    copy.count = plan::bufferSizes(p.spec, r).input;
+    const int32_t copyLane = static_cast<int32_t>(prog.lanes.size());
+    for (plan::Lane& lane : prog.lanes)
+      if (!lane.steps.empty()) lane.steps.front().deps.push_back(plan::StepRef{copyLane, 0});
+    prog.lanes.push_back(plan::Lane{0, {copy}});
+  }
+  p.inPlaceSafe = p.outOfPlaceSafe = true;
+  return p;
+}
+
 std::string checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
   if (p.nranks < 1 || static_cast<int>(p.programs.size()) != p.nranks)
     return "plan has " + std::to_string(p.programs.size()) + " programs for " +
@@ -130,7 +166,7 @@ std::string checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
   if (p.chunksPerLoop == 0) return "chunksPerLoop is 0";
   const uint64_t count = smallestCount(p);
   try {
-    plan::Plan inst = plan::instantiate(p, count);
+    plan::Plan inst = instantiateLibraryPlan(p, count, 4);
     if (!verify) return "";
     uint64_t elements = 0;
     for (int r = 0; r < p.nranks; ++r) {
@@ -177,8 +213,10 @@ const LibraryPlan* PlanLibrary::match(const LibraryQuery& q) const {
          p.coll == plan::Collective::kGather || p.coll == plan::Collective::kScatter) &&
         p.root != q.root)
       continue;
-    if (q.inPlace ? !p.inPlace : !p.outOfPlace) continue;
-    if (!p.outOfPlace && q.scalesInput) continue;
+    if (!runsOnOutput(p)) {
+      if (q.inPlace ? !p.inPlace : !p.outOfPlace) continue;
+      if (!p.outOfPlace && q.scalesInput) continue;
+    }
     const uint64_t chunk = plan::chunkElems(p, q.count);
     if (chunk == 0) continue;
     const uint64_t bytes = plan::sizeMultiplier(p.coll, p.nranks) * q.count * q.elemSize;

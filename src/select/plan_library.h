@@ -3,6 +3,13 @@
 // a predicted cost. Each plan carries MSCCL's selection window: collective, ranks, a byte range
 // and whether it may run in place and/or out of place.
 //
+// In-place-only plans (MSCCL inplace=1 outofplace=0, which treat "i" as the one user buffer) of
+// allreduce and allgather run on the output buffer: a copy of the input into the rank's place in
+// the output comes first (nothing to do for an in-place call, unless PreMulSum scales it) and
+// every reference to "i" goes there. So they serve in-place and out-of-place calls alike, every
+// rank picks the same plan whatever its buffers, and PreMulSum scales the input exactly once.
+// In-place-only plans of other collectives run only for in-place calls without PreMulSum.
+//
 // Weft's executor runs each step over its whole range (in slot-sized slices), where MSCCL runs
 // the whole program once per slice. The two agree when every message of a step fits one FIFO
 // slot, which is the regime verify() covers when a plan is added; so a plan is offered only for
@@ -69,6 +76,13 @@ class PlanLibrary {
 
 // Checks a plan as add() does; "" when it is fine, else the reason.
 std::string checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
+
+// The Plan a library entry runs for `count` elements: instantiate(), and for in-place-only
+// allreduce / allgather plans the form that runs on the output buffer (see above).
+plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& plan, uint64_t count, uint32_t elemSize,
+                                  const std::string& algorithm = "");
+// Whether instantiateLibraryPlan runs `plan` on the output buffer.
+bool runsOnOutput(const plan::ChunkPlan& plan);
 
 // The library of MSCCL XML files in the colon-separated directories of MSCCL_ALGO_DIR and
 // WEFT_PLAN_DIR (*.xml, by name), then the plans added with addProcessPlan(). Each file is read and verified once per process (again when

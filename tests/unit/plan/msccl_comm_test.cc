@@ -13,6 +13,7 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/values.h"
 
 using namespace weft::test;
 
@@ -164,15 +165,15 @@ TEST_P(RealFileRuns, InPlaceCallsUseThePlanAndAreExact) {
   Comms comms(8);
   for (size_t count : fc.counts) {
     expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, count, 0, true});
-    // Out of place the in-place-only plan does not apply: a built-in algorithm runs.
+    // Out of place the plan runs on the output after a copy of the input.
     expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, count, 0, false});
   }
   const std::string text = log.text();
   EXPECT_NE(text.find("plan library: loaded " + dir.path()), std::string::npos) << text;
   const std::string used = std::string("uses msccl:") + fc.plan;
-  // Every rank logs the first use of each (count, in place) plan; out of place never uses it.
-  EXPECT_EQ(occurrences(text, used), 8 * fc.counts.size()) << used;
-  EXPECT_EQ(occurrences(text, " in place uses msccl:"), occurrences(text, "uses msccl:"));
+  // Every rank logs the first use of each (count, in place or not) plan.
+  EXPECT_EQ(occurrences(text, used), 2 * 8 * fc.counts.size()) << used;
+  EXPECT_EQ(occurrences(text, " in place uses msccl:"), 8 * fc.counts.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -195,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(
       return out;
     });
 
-TEST(PlanLibraryComm, OutsideTheWindowOrWithPreMulSumBuiltInsRun) {
+TEST(PlanLibraryComm, OutsideTheWindowBuiltInsRunInsideEveryOpUsesThePlan) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
@@ -205,14 +206,46 @@ TEST(PlanLibraryComm, OutsideTheWindowOrWithPreMulSumBuiltInsRun) {
   // 130 does not split into 128 chunks, 20480 floats are past maxBytes: no plan applies.
   expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 130, 0, true});
   expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 20480, 0, true});
-  // PreMulSum scales reads of the input, which this plan rewrites: it must not run it.
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, -1, 256, 0, true});
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclAvg, 256, 0, true});
   EXPECT_EQ(occurrences(log.text(), "uses msccl:"), 0u) << log.text();
-  // Integer Avg (sum, then divide) and Max do.
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclInt32, ncclAvg, 256, 0, true});
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclMax, 384, 0, true});
-  EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 16u) << log.text();
+  // PreMulSum (scale 2) and float Avg scale the input once, in the copy into the output; then
+  // integer Avg (sum, then divide), Max and Prod, in place and out of place.
+  for (bool inPlace : {true, false}) {
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, -1, 256, 0, inPlace});
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclAvg, 384, 0, inPlace});
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclInt32, ncclAvg, 512, 0, inPlace});
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat64, ncclMax, 640, 0, inPlace});
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclInt8, ncclProd, 768, 0, inPlace});
+  }
+  EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 8u * 10) << log.text();
+}
+
+TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  PlanDir dir;
+  dir.copy("ndv4/ap2ll.xml");
+  LogWatch log;
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}});
+  Comms comms(8);
+  // Even ranks call in place, odd ranks out of place: every rank still picks the same plan.
+  const size_t count = 2560;
+  std::vector<std::vector<float>> send(8, std::vector<float>(count)), recv = send;
+  for (int r = 0; r < 8; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      send[r][i] = static_cast<float>(inputValue(ncclFloat32, ncclSum, r, i));
+      recv[r][i] = r % 2 ? -1.0f : send[r][i];
+    }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 8; ++r) {
+    const float* in = r % 2 ? send[r].data() : recv[r].data();
+    ASSERT_EQ(ncclAllReduce(in, recv[r].data(), count, ncclFloat32, ncclSum, comms.get()[r],
+                            nullptr),
+              ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  for (int r = 0; r < 8; ++r)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(recv[r][i], expectedReduce(ncclFloat32, ncclSum, 8, i)) << "rank " << r << " " << i;
+  EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 8u);
 }
 
 TEST(PlanLibraryComm, MessagesMustFitOneSlot) {
@@ -245,8 +278,8 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
   ASSERT_TRUE(kLogConfigured);
   PlanDir dir;
   const std::string broken = dir.add("broken.xml", "<algo name=\"x\" proto=\"LL\"");
-  const std::string wrong = dir.add(
-      "cycle.xml",
+  const std::string idle = dir.add(
+      "idle.xml",
       "<algo name=\"c\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" "
       "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">"
       "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/>"
@@ -265,7 +298,7 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
             std::string::npos)
       << text;
   // Well-formed, but computes nothing: the verifier's postcondition refuses it.
-  EXPECT_NE(text.find("rejected " + wrong + ": at count 1: plan verifier: (in-place) "
+  EXPECT_NE(text.find("rejected " + idle + ": at count 1: plan verifier: "
                       "postcondition of allreduce"),
             std::string::npos)
       << text;

@@ -7,6 +7,7 @@
 
 #include "src/common/error.h"
 #include "src/plan/msccl_xml.h"
+#include "src/plan/verifier.h"
 #include "src/select/selector.h"
 
 namespace weft::select {
@@ -88,18 +89,67 @@ TEST(PlanLibrary, MatchRules) {
   q = query(64, false);
   q.coll = plan::Collective::kReduceScatter;
   EXPECT_EQ(lib.match(q), nullptr);
-  // PreMulSum scales reads of the input: only the plan that never rewrites it may run it.
-  q = query(64, true);
+  // The in-place-only allreduce runs on the output: out-of-place calls and PreMulSum too.
+  PlanLibrary ipOnly;
+  ipOnly.add(pair(true, 16, 1024), "ip");
+  q = query(64, false);
   q.scalesInput = true;
-  EXPECT_EQ(lib.match(q), nullptr);
-  q.inPlace = false;
-  EXPECT_EQ(lib.match(q)->source, "oop");
+  ASSERT_NE(ipOnly.match(q), nullptr);
+  EXPECT_TRUE(runsOnOutput(*ipOnly.match(q)->plan));
+  EXPECT_FALSE(runsOnOutput(pair(false)));
   // Messages must fit one FIFO slot: 64 floats in 2 chunks = 128-byte messages.
   q = query(64, false);
   q.slotBytes = 128;
   EXPECT_NE(lib.match(q), nullptr);
   q.slotBytes = 124;
   EXPECT_EQ(lib.match(q), nullptr);
+}
+
+// A 2-rank broadcast from rank 0 whose receiver writes its "i": in-place only, and not run on
+// the output (broadcast's input matters at the root alone), so it keeps MSCCL's restrictions.
+plan::ChunkPlan broadcastInPlace() {
+  std::string x =
+      "<algo name=\"b\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" "
+      "coll=\"broadcast\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">"
+      "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"1\" "
+      "recv=\"-1\" chan=\"0\"><step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" "
+      "dstoff=\"-1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>"
+      "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"-1\" "
+      "recv=\"0\" chan=\"0\"><step s=\"0\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"i\" "
+      "dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu></algo>";
+  return plan::importMsccl(x);
+}
+
+TEST(PlanLibrary, OtherInPlaceOnlyPlansOnlyInPlaceWithoutPreMulSum) {
+  PlanLibrary lib;
+  lib.add(broadcastInPlace(), "bcast");
+  EXPECT_FALSE(runsOnOutput(*lib.plans()[0].plan));
+  LibraryQuery q = query(8, true);
+  q.coll = plan::Collective::kBroadcast;
+  EXPECT_NE(lib.match(q), nullptr);
+  q.inPlace = false;
+  EXPECT_EQ(lib.match(q), nullptr);
+  q.inPlace = true;
+  q.scalesInput = true;
+  EXPECT_EQ(lib.match(q), nullptr);
+  q.scalesInput = false;
+  q.root = 1;
+  EXPECT_EQ(lib.match(q), nullptr) << "written for root 0";
+}
+
+TEST(PlanLibrary, RunOnOutputFormVerifiesBothWays) {
+  plan::ChunkPlan cp = pair(true);
+  for (uint64_t count : {2, 8, 34}) {
+    plan::Plan p = instantiateLibraryPlan(cp, count, 4, "msccl:p");
+    EXPECT_EQ(p.algorithm, "msccl:p");
+    EXPECT_TRUE(p.inPlaceSafe);
+    EXPECT_TRUE(p.outOfPlaceSafe);
+    ASSERT_EQ(p.programs[0].lanes.size(), 2u) << "the plan's lane and the copy lane";
+    EXPECT_EQ(p.programs[0].lanes[1].steps[0].op, plan::Op::kCopy);
+    EXPECT_EQ(p.programs[0].lanes[0].steps[0].deps.size(), 1u);
+    EXPECT_EQ(p.programs[0].lanes[0].steps[0].src.buffer, plan::kOutput);
+    EXPECT_EQ(plan::verifyMessage(p), "") << count;
+  }
 }
 
 TEST(PlanLibrary, PreferenceFilesFirstThenCheapest) {
@@ -139,7 +189,8 @@ TEST(PlanLibrary, SelectorWeighsPredictedCosts) {
   EXPECT_EQ(c.algorithm, "msccl:cheap#0");
   ASSERT_NE(c.chunkPlan, nullptr);
   EXPECT_EQ(c.chunkPlanSource, "synth");
-  EXPECT_EQ(s.choose(spec(64), CallTraits{true, false}).chunkPlan, nullptr) << "in place";
+  EXPECT_EQ(s.choose(spec(64), CallTraits{true, false}).chunkPlan, nullptr)
+      << "an out-of-place-only plan is not used in place";
   s.setLibrary(dear, 128 * 1024);
   EXPECT_EQ(s.choose(spec(64), CallTraits{}).chunkPlan, nullptr) << "built-ins predicted faster";
   s.setLibrary(file, 128 * 1024);
