@@ -15,8 +15,10 @@
 // exportMsccl(importMsccl(exportMsccl(p))) == exportMsccl(p) for every exportable p.
 //
 // In-place semantics follow MSCCL: a plan with inplace=1 outofplace=0 treats "i" as the one user
-// buffer, so it is instantiated with Plan::outOfPlaceSafe = false and runs only for in-place
-// calls (input == output, or the rank's slot of the output for allgather).
+// buffer, so it is instantiated with Plan::outOfPlaceSafe = false: it is correct only for in-place
+// calls (input == output, or the rank's slot of the output for allgather). The plan library
+// (src/select/plan_library.h) runs such allreduce and allgather plans on the output buffer after
+// a copy of the input, which serves out-of-place calls too.
 #pragma once
 #include <cstdint>
 #include <string>
