@@ -135,7 +135,6 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
         steps.push_back(std::move(st));
         return StepRef{lane, static_cast<int32_t>(steps.size()) - 1};
       };
-      const int32_t recv = recvLane;
       auto forward = [&](Ref src, StepRef after) {
         Step st = step(Op::kSend, -1, next, src, {}, w);
         st.deps.push_back(after);
@@ -149,7 +148,7 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
           s.push_back(step(Op::kSend, -1, next, in(start), {}, w));
           for (int k = 1; k < n; ++k) {
             const Ref dst = out(at(p - k) * units + start);
-            const StepRef got = add(recv, step(Op::kRecv, prev, -1, {}, dst, w));
+            const StepRef got = add(recvLane, step(Op::kRecv, prev, -1, {}, dst, w));
             if (k < n - 1) forward(dst, got);
           }
           break;
@@ -168,18 +167,18 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
             if (k < n - 1) {
               const Ref tmp = scratch(scratchUsed);
               scratchUsed += w;
-              forward(tmp, add(recv, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), tmp, w)));
+              forward(tmp, add(recvLane, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), tmp, w)));
             } else {
               const Ref dst = out(ar ? blk(owner) : start);
               const StepRef done =
-                  add(recv, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), dst, w));
+                  add(recvLane, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), dst, w));
               if (ar) forward(dst, done);
             }
           }
           if (!ar) break;
           for (int k = 1; k < n; ++k) {
             const Ref dst = out(blk(at(p - k)));
-            const StepRef got = add(recv, step(Op::kRecv, prev, -1, {}, dst, w));
+            const StepRef got = add(recvLane, step(Op::kRecv, prev, -1, {}, dst, w));
             if (k < n - 1) forward(dst, got);
           }
           break;
