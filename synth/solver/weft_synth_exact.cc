@@ -26,7 +26,8 @@ const char* kUsage =
     "  --topology FILE     NCCL topology XML; its direct GPU links form the rank graph\n"
     "  --gpus LIST         GPUs that are ranks (default: all)\n"
     "  --matrix ROWS       link units as rows 'a,b,..;c,d,..' (row: from, column: to)\n"
-    "  --coll NAME         allgather (default), alltoall or broadcast\n"
+    "  --coll NAME         allgather (default), alltoall, broadcast, or reducescatter and\n"
+    "                      allreduce (from an allgather schedule by duality)\n"
     "  --root R            broadcast root (default 0)\n"
     "  --timeout SEC       per solver call (default 30)\n"
     "  --verify COUNT      lower each schedule found to a plan and verify it at this count\n"
@@ -61,10 +62,12 @@ int number(const char* text, const char* what) {
 struct Args {
   std::string topology, matrix, gpus, command;
   CollectiveSpec spec;
+  std::optional<weft::plan::Collective> combining;  // lowered from the allgather by duality
   double timeout = 30;
   long verifyCount = 0;
   std::vector<uint64_t> simulateBytes;
   std::optional<weft::synth::Fabric> fabric;
+  RankGraph baseGraph;  // the machine's graph (the solver sees its transpose for reducescatter)
   bool print = false;
   std::vector<int> positional;
   ParetoOptions pareto;
@@ -74,7 +77,9 @@ void report(const RankGraph& graph, const Schedule& schedule, const Args& args) 
   // Lowering, verification and simulation of one schedule, as the options ask.
   if (args.print) std::cout << schedule.describe();
   if (args.verifyCount <= 0 && args.simulateBytes.empty()) return;
-  const weft::plan::ChunkPlan cp = lowerToChunkPlan(graph, schedule);
+  const weft::plan::ChunkPlan cp = args.combining
+                                       ? lowerCombining(args.baseGraph, schedule, *args.combining)
+                                       : lowerToChunkPlan(graph, schedule);
   if (args.verifyCount > 0) {
     // The next count at or above the one asked for that splits into whole chunks.
     uint64_t count = static_cast<uint64_t>(args.verifyCount);
@@ -115,6 +120,8 @@ int run(int argc, char** argv) {
       if (c == "allgather") args.spec.coll = weft::plan::Collective::kAllGather;
       else if (c == "alltoall") args.spec.coll = weft::plan::Collective::kAlltoAll;
       else if (c == "broadcast") args.spec.coll = weft::plan::Collective::kBroadcast;
+      else if (c == "reducescatter") args.combining = weft::plan::Collective::kReduceScatter;
+      else if (c == "allreduce") args.combining = weft::plan::Collective::kAllReduce;
       else throw weft::Error(weft::Status::kInvalidArgument, "weft-synth-exact: unknown collective '" + c + "'");
     } else if (a == "--root") {
       args.spec.root = number(value(), "root");
@@ -156,7 +163,12 @@ int run(int argc, char** argv) {
     while (std::getline(in, row, ';')) rows.push_back(parseList(row, ','));
     graph = rankGraphFromMatrix(rows, "matrix");
   }
+  args.baseGraph = graph;
+  if (args.combining == weft::plan::Collective::kReduceScatter) graph = transposed(graph);
   std::cout << graph.describe();
+  if (args.combining)
+    std::cout << "solving allgather schedules to lower to "
+              << weft::plan::collectiveName(*args.combining) << "\n";
   std::cout << describe(args.spec) << ": steps >= " << stepsLowerBound(graph, args.spec)
             << ", rounds per chunk >= " << roundsPerChunkLowerBound(graph, args.spec).text()
             << "\n";

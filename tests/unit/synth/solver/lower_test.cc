@@ -34,7 +34,7 @@ void expectVerifies(const RankGraph& g, const Schedule& s) {
 
 TEST(Lower, Dgx1LatencyOptimalPlanVerifies) {
   const RankGraph g = dgx1();
-  SOLVE_OR_SKIP(r, g, kAllGather, 2, 3, 2, 30);
+  DGX1_OR_SKIP(r, 2, 3, 2);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   expectVerifies(g, *r.schedule);
   const plan::ChunkPlan cp = lowerToChunkPlan(g, *r.schedule);
@@ -47,7 +47,7 @@ TEST(Lower, Dgx1LatencyOptimalPlanVerifies) {
 
 TEST(Lower, Dgx1BandwidthOptimalPlanVerifies) {
   const RankGraph g = dgx1();
-  SOLVE_OR_SKIP(r, g, kAllGather, 3, 7, 6, 60);
+  DGX1_OR_SKIP(r, 3, 7, 6);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   expectVerifies(g, *r.schedule);
   EXPECT_EQ(lowerToChunkPlan(g, *r.schedule).chunksPerLoop, 48u);
@@ -96,8 +96,8 @@ TEST(Lower, BrokenSchedulesAreRejected) {
 TEST(Lower, SimulatedTimesFollowSccLsCostModel) {
   const RankGraph g = dgx1();
   const Fabric fabric = fabricFromTopology(testing::golden("dgx1-v100.xml"));
-  SOLVE_OR_SKIP(lat, g, kAllGather, 2, 3, 2, 30);
-  SOLVE_OR_SKIP(bw, g, kAllGather, 3, 7, 6, 60);
+  DGX1_OR_SKIP(lat, 2, 3, 2);
+  DGX1_OR_SKIP(bw, 3, 7, 6);
   ASSERT_EQ(lat.status, SolveStatus::kSat);
   ASSERT_EQ(bw.status, SolveStatus::kSat);
   const plan::ChunkPlan latPlan = lowerToChunkPlan(g, *lat.schedule);
@@ -118,6 +118,63 @@ TEST(Lower, SimulatedTimesFollowSccLsCostModel) {
   // Small messages: latency dominates, and two steps beat three.
   const uint64_t small = 48 * 1024;
   EXPECT_LT(simulate(latPlan, small, fabric).timeUs, simulate(bwPlan, small, fabric).timeUs);
+}
+
+// Reduce-scatter and allreduce by duality verify at counts that split into whole chunks.
+void expectCombiningVerifies(const RankGraph& g, const Schedule& allgather) {
+  const int n = g.nranks, c = allgather.instance.chunks;
+  const plan::ChunkPlan rs = lowerCombining(g, allgather, plan::Collective::kReduceScatter);
+  for (uint64_t count : {uint64_t(c), uint64_t(3 * c)})
+    EXPECT_EQ(plan::verifyMessage(plan::instantiate(rs, count)), "")
+        << rs.name << " at count " << count << "\n" << allgather.describe();
+  const plan::ChunkPlan ar = lowerCombining(g, allgather, plan::Collective::kAllReduce);
+  for (uint64_t count : {uint64_t(n * c), uint64_t(2 * n * c)})
+    EXPECT_EQ(plan::verifyMessage(plan::instantiate(ar, count)), "")
+        << ar.name << " at count " << count << "\n" << allgather.describe();
+}
+
+TEST(LowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
+  const RankGraph g = dgx1();
+  DGX1_OR_SKIP(lat, 2, 3, 2);
+  ASSERT_EQ(lat.status, SolveStatus::kSat);
+  expectCombiningVerifies(g, *lat.schedule);
+  DGX1_OR_SKIP(bw, 3, 7, 6);
+  ASSERT_EQ(bw.status, SolveStatus::kSat);
+  expectCombiningVerifies(g, *bw.schedule);
+  const plan::ChunkPlan ar = lowerCombining(g, *bw.schedule, plan::Collective::kAllReduce);
+  EXPECT_EQ(ar.chunksPerLoop, 48u);
+  EXPECT_EQ(ar.name, "sccl-allreduce-s3-r7-c6");
+}
+
+TEST(LowerCombining, DirectedRingReduceScatterUsesTheTransposedGraph) {
+  const RankGraph ring = rankGraphFromMatrix(
+      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  SOLVE_OR_SKIP(r, transposed(ring), kAllGather, 3, 3, 1, 30);
+  ASSERT_EQ(r.status, SolveStatus::kSat);
+  const plan::ChunkPlan rs = lowerCombining(ring, *r.schedule, plan::Collective::kReduceScatter);
+  EXPECT_EQ(plan::verifyMessage(plan::instantiate(rs, 2)), "");
+  // Allreduce also needs the allgather's own direction, which the directed ring lacks.
+  EXPECT_THROW(lowerCombining(ring, *r.schedule, plan::Collective::kAllReduce), Error);
+  // Not an allgather, or no dual.
+  EXPECT_THROW(lowerCombining(ring, *r.schedule, plan::Collective::kBroadcast), Error);
+  SOLVE_OR_SKIP(b, ring, {plan::Collective::kBroadcast, 0}, 3, 3, 1, 30);
+  ASSERT_EQ(b.status, SolveStatus::kSat);
+  EXPECT_THROW(lowerCombining(ring, *b.schedule, plan::Collective::kReduceScatter), Error);
+}
+
+TEST(LowerCombining, SimulatedAllReduceIsTwiceTheAllGather) {
+  const RankGraph g = dgx1();
+  const Fabric fabric = fabricFromTopology(testing::golden("dgx1-v100.xml"));
+  DGX1_OR_SKIP(bw, 3, 7, 6);
+  ASSERT_EQ(bw.status, SolveStatus::kSat);
+  // Allreduce of M bytes: reduce-scatter and allgather of M/8 per rank, each (7/6) L / 25 GB/s.
+  const uint64_t bytes = 192ull << 20;
+  const double unitUs = static_cast<double>(bytes) / 8 / (25.0 * kBytesPerUsPerGBs);
+  const plan::ChunkPlan ar = lowerCombining(g, *bw.schedule, plan::Collective::kAllReduce);
+  const double t = simulate(ar, bytes, fabric).timeUs;
+  EXPECT_GE(t, lowerBound(plan::Collective::kAllReduce, fabric, bytes).timeUs * 0.999);
+  // Reductions wait for every child, so the asynchronous plan loses a little on the allgather.
+  EXPECT_LT(t, 1.15 * 2 * (7.0 / 6.0) * unitUs);
 }
 
 }  // namespace

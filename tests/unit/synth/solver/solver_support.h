@@ -3,7 +3,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/topo/xml_reader.h"
@@ -19,6 +21,22 @@ inline topo::Topology golden(const std::string& name) {
 inline RankGraph dgx1() {
   return rankGraphFromFabric(fabricFromTopology(golden("dgx1-v100.xml")), 0, "dgx1");
 }
+
+// DGX-1 allgather instances, solved once per test binary (several tests lower the same points).
+inline const SolveResult& dgx1AllGather(int steps, int rounds, int chunks) {
+  static std::map<std::tuple<int, int, int>, SolveResult> solved;
+  auto key = std::make_tuple(steps, rounds, chunks);
+  auto it = solved.find(key);
+  if (it == solved.end())
+    it = solved.emplace(key, solveInstance(dgx1(), {plan::Collective::kAllGather, 0}, steps,
+                                           rounds, chunks, 60)).first;
+  return it->second;
+}
+
+#define DGX1_OR_SKIP(result, S, R, C)                                                  \
+  const SolveResult& result = testing::dgx1AllGather(S, R, C);                          \
+  if (result.status == SolveStatus::kUnknown)                                          \
+    GTEST_SKIP() << "Z3 gave up (" << result.reason << ") after " << result.seconds << " s"
 
 // Solves and skips the test when Z3 gives up (a slow machine), so a timeout is never a failure.
 #define SOLVE_OR_SKIP(result, ...)                                                     \

@@ -73,7 +73,7 @@ TEST(Bounds, RingsAndBroadcast) {
 
 TEST(Dgx1AllGather, LatencyOptimalTwoStepsThreeRoundsTwoChunks) {
   const RankGraph g = dgx1();
-  SOLVE_OR_SKIP(r, g, kAllGather, 2, 3, 2, 30);
+  DGX1_OR_SKIP(r, 2, 3, 2);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   ASSERT_TRUE(r.schedule);
   EXPECT_EQ(replay(g, *r.schedule), "") << r.schedule->describe();
@@ -82,20 +82,20 @@ TEST(Dgx1AllGather, LatencyOptimalTwoStepsThreeRoundsTwoChunks) {
 }
 
 TEST(Dgx1AllGather, TwoStepsNeedThreeRoundsForTwoChunks) {
-  SOLVE_OR_SKIP(r, dgx1(), kAllGather, 2, 2, 2, 30);
+  DGX1_OR_SKIP(r, 2, 2, 2);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
 TEST(Dgx1AllGather, TwoStepsCannotReachFourThirds) {
   // SCCL's log: (S=2, R=4, C=3) is unsat; only the full (non-symmetric) search decides it.
-  SOLVE_OR_SKIP(r, dgx1(), kAllGather, 2, 4, 3, 30);
+  DGX1_OR_SKIP(r, 2, 4, 3);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
   EXPECT_FALSE(r.symmetric);
 }
 
 TEST(Dgx1AllGather, BandwidthOptimalThreeStepsSevenRoundsSixChunks) {
   const RankGraph g = dgx1();
-  SOLVE_OR_SKIP(r, g, kAllGather, 3, 7, 6, 60);
+  DGX1_OR_SKIP(r, 3, 7, 6);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   EXPECT_EQ(replay(g, *r.schedule), "") << r.schedule->describe();
   EXPECT_EQ(r.schedule->sends.size(), 48u * 7u);
@@ -108,12 +108,12 @@ TEST(Dgx1AllGather, BandwidthOptimalThreeStepsSevenRoundsSixChunks) {
 }
 
 TEST(Dgx1AllGather, SixRoundsCannotCarrySixChunks) {
-  SOLVE_OR_SKIP(r, dgx1(), kAllGather, 3, 6, 6, 30);
+  DGX1_OR_SKIP(r, 3, 6, 6);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
 TEST(Dgx1AllGather, OneStepIsBelowTheDiameter) {
-  SOLVE_OR_SKIP(r, dgx1(), kAllGather, 1, 3, 1, 30);
+  DGX1_OR_SKIP(r, 1, 3, 1);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
