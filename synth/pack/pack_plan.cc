@@ -137,18 +137,18 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
   // The fewest chunks per root whose rounding keeps minEfficiency of the rate, else the best.
   uint64_t best = 1;
   double bestRate = -1;
+  std::vector<uint64_t> share;
   for (uint64_t c = 1; c <= o.maxChunksPerRank; ++c) {
-    const double rate = roundedRate(f, out.pack, flow, shares(out.pack, n, c), c);
-    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate;
+    std::vector<uint64_t> s = shares(out.pack, n, c);
+    double rate = roundedRate(f, out.pack, flow, s, c);
+    if (rate < o.minEfficiency * out.pack.rate) {
+      // Largest remainders ignore which links trees share: repair by moving single chunks.
+      std::vector<uint64_t> better = improveShares(f, out.pack, flow, s);
+      const double r = roundedRate(f, out.pack, flow, better, c);
+      if (r > rate) rate = r, s = std::move(better);
+    }
+    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate, share = std::move(s);
     if (rate >= o.minEfficiency * out.pack.rate) break;
-  }
-  std::vector<uint64_t> share = shares(out.pack, n, best);
-  if (bestRate < o.minEfficiency * out.pack.rate) {
-    // Plain rounding fell short: search the largest chunk count for better shares.
-    const uint64_t c = o.maxChunksPerRank;
-    std::vector<uint64_t> better = improveShares(f, out.pack, flow, shares(out.pack, n, c));
-    const double rate = roundedRate(f, out.pack, flow, better, c);
-    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate, share = std::move(better);
   }
   // Pipelining: cut every tree's share into at least minPieces chunks where the chunk budget
   // allows (scaling all shares keeps the rate).

@@ -75,6 +75,44 @@ TEST(Pack, FragmentedDgx1ReachesTheMaxFlowOptimum) {
   }
 }
 
+// The same allocations where the transport falls back to PCIe for GPU pairs without an NVLink
+// (no relays): rings must take slow hops, trees hang such GPUs off their NVLink neighbours. The
+// max-flow bound may route data over PCIe between NVLink neighbours, which the transport never
+// does for that pair, so the route-respecting optimum can sit below it.
+TEST(Pack, FragmentedDgx1OverPcieBeatsRings) {
+  const std::vector<std::vector<int>> subsets = {
+      {0, 1, 4, 5}, {1, 2, 5, 6}, {0, 1, 2, 3, 4}, {0, 1, 2, 4, 5, 6}, {0, 3, 5, 6}};
+  for (const auto& gpus : subsets) {
+    FabricOptions o;
+    o.gpus = gpus;
+    o.gpuRelay = false;
+    const Fabric f = goldenFabric("dgx1-v100", o);
+    const auto rings = searchRings(f);
+    const PackedPlan ag = packPlanDetailed(Collective::kAllGather, f);
+    const PackedPlan bc = packPlanDetailed(Collective::kBroadcast, f, 0);
+    EXPECT_TRUE(ag.pack.optimal && bc.pack.optimal) << label(gpus);
+    EXPECT_LE(ag.pack.rate, allGatherCutRate(f) * (1 + 1e-9)) << label(gpus);
+    EXPECT_GE(ag.pack.rate, 0.85 * allGatherCutRate(f)) << label(gpus);
+    EXPECT_GE(bc.pack.rate, 0.85 * broadcastMaxFlow(f, 0)) << label(gpus);
+    const double agBw = bottleneckAlgBw(ag.plan, f), bcBw = bottleneckAlgBw(bc.plan, f);
+    // Chunk rounding (at most 64 chunks) keeps 98.9% or more here.
+    EXPECT_GE(agBw, 0.985 * f.nranks * ag.pack.rate) << label(gpus);
+    EXPECT_GE(bcBw, 0.985 * bc.pack.rate) << label(gpus);
+    const double ringAg = bottleneckAlgBw(ringPlan(Collective::kAllGather, rings), f);
+    const double ringBc = bottleneckAlgBw(ringPlan(Collective::kBroadcast, rings), f);
+    EXPECT_GE(agBw, ringAg) << label(gpus);
+    EXPECT_GE(bcBw, ringBc) << label(gpus);
+    if (gpus.size() == 5) {
+      // GPU 4 reaches {0,1,2,3} by NVLink only through GPU 0: every ring crosses the 6 GB/s
+      // socket link, trees do not. Blink's case: more than 4x.
+      EXPECT_GE(agBw, 4 * ringAg) << label(gpus);
+      EXPECT_GE(bcBw, 4 * ringBc) << label(gpus);
+    }
+    EXPECT_EQ(verifyAtCounts(ag.plan, {1}), "") << label(gpus);
+    EXPECT_EQ(verifyAtCounts(bc.plan, {1}), "") << label(gpus);
+  }
+}
+
 TEST(Pack, BeatsRingsWhereRingsCrossABottleneckTwice) {
   // A ring enters and leaves a host (or a socket) at least once each way, so the narrow link is
   // shared by two hops of every ring; trees cross it once per root. ndv2-x2 (one 12.5 GB/s NIC
