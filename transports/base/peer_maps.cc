@@ -49,7 +49,8 @@ Mapping mapRegion(int pid, const MappedRef& ref) {
     ::close(fd);
     return {};
   }
-  void* p = mmap(nullptr, ref.bytes, PROT_READ, MAP_SHARED, fd, 0);
+  // Populated now: faulting the pages in one by one would cost the first collectives dearly.
+  void* p = mmap(nullptr, ref.bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return {};
   WEFT_TRACE(SHM, "mapped %llu bytes of pid %d (memfd %d) at %p",
