@@ -51,6 +51,14 @@ TEST(Trees, HostTreesChainInsideHosts) {
   }
 }
 
+TEST(Trees, HostTreesCrossTheNetworkOncePerTree) {
+  // ndv2-x2: one 12.5 GB/s NIC per host. Rings cross it twice each way (allreduce algbw 6.7);
+  // the two host trees cross it once each way each, reaching the bound (12.5).
+  const Fabric f = goldenFabric("ndv2-x2");
+  const plan::ChunkPlan tree = treePlan(Collective::kAllReduce, searchTrees(f), 4);
+  EXPECT_NEAR(bottleneckAlgBw(tree, f), 12.5, 1e-9);
+}
+
 TEST(Trees, AllreducePlansVerify) {
   for (const char* name : {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2",
                            "dgx-a100-x2"}) {
