@@ -79,6 +79,7 @@ struct CachedFile {
   int64_t mtimeNs = -1;
   std::shared_ptr<const plan::ChunkPlan> plan;
   std::string error;
+  bool anySize = false;
 };
 
 std::mutex cacheMu;
@@ -106,14 +107,17 @@ CachedFile loadFile(const std::string& path) {
   }
   try {
     plan::ChunkPlan p = plan::importMscclFile(path);
-    fresh.error = checkLibraryPlan(p, true);
+    PlanCheck check = checkLibraryPlan(p, true);
+    fresh.error = check.error;
+    fresh.anySize = check.anySize;
     if (fresh.error.empty()) fresh.plan = std::make_shared<const plan::ChunkPlan>(std::move(p));
   } catch (const Error& e) {
     fresh.error = e.what();
   }
   if (fresh.plan)
-    WEFT_INFO(INIT, "plan library: loaded %s: msccl plan '%s' (%s)", path.c_str(),
-              fresh.plan->name.c_str(), windowText(*fresh.plan).c_str());
+    WEFT_INFO(INIT, "plan library: loaded %s: msccl plan '%s' (%s%s)", path.c_str(),
+              fresh.plan->name.c_str(), windowText(*fresh.plan).c_str(),
+              fresh.anySize ? "" : "; messages up to one FIFO slot");
   else
     WEFT_WARN(INIT, "plan library: rejected %s: %s", path.c_str(), fresh.error.c_str());
   std::lock_guard<std::mutex> lock(cacheMu);
@@ -158,43 +162,72 @@ plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& cp, uint64_t count, uin
   return p;
 }
 
-std::string checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
-  if (p.nranks < 1 || static_cast<int>(p.programs.size()) != p.nranks)
-    return "plan has " + std::to_string(p.programs.size()) + " programs for " +
-           std::to_string(p.nranks) + " ranks";
-  if (!p.inPlace && !p.outOfPlace) return "plan is usable neither in place nor out of place";
-  if (p.chunksPerLoop == 0) return "chunksPerLoop is 0";
+PlanCheck checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
+  PlanCheck out;
+  if (p.nranks < 1 || static_cast<int>(p.programs.size()) != p.nranks) {
+    out.error = "plan has " + std::to_string(p.programs.size()) + " programs for " +
+                std::to_string(p.nranks) + " ranks";
+    return out;
+  }
+  if (!p.inPlace && !p.outOfPlace) {
+    out.error = "plan is usable neither in place nor out of place";
+    return out;
+  }
+  if (p.chunksPerLoop == 0) {
+    out.error = "chunksPerLoop is 0";
+    return out;
+  }
   const uint64_t count = smallestCount(p);
-  try {
-    plan::Plan inst = instantiateLibraryPlan(p, count, 4);
-    if (!verify) return "";
+  auto elementsAt = [&](const plan::Plan& inst) {
     uint64_t elements = 0;
     for (int r = 0; r < p.nranks; ++r) {
       const plan::BufferSizes b = plan::bufferSizes(inst.spec, r);
       elements += b.input + b.output + inst.programs[r].scratchElems;
     }
-    if (elements > kMaxVerifyElements)
-      return "too large to verify at load (" + std::to_string(elements) +
-             " buffer elements at its smallest count " + std::to_string(count) + ")";
+    return elements;
+  };
+  try {
+    plan::Plan inst = instantiateLibraryPlan(p, count, 4);
+    if (!verify) return out;
+    const uint64_t elements = elementsAt(inst);
+    if (elements > kMaxVerifyElements) {
+      out.error = "too large to verify at load (" + std::to_string(elements) +
+                  " buffer elements at its smallest count " + std::to_string(count) + ")";
+      return out;
+    }
     plan::verify(inst);
   } catch (const Error& e) {
-    return std::string("at count ") + std::to_string(count) + ": " + e.what();
+    out.error = std::string("at count ") + std::to_string(count) + ": " + e.what();
+    return out;
   }
-  return "";
+  // Messages longer than the FIFO: each chunk 3 and 5 slices of one chunk-at-smallest-count.
+  const uint64_t chunk = plan::chunkElems(p, count);
+  out.anySize = true;
+  for (uint64_t k : {3, 5}) {
+    plan::Plan inst = instantiateLibraryPlan(p, k * count, 4);
+    plan::VerifyOptions streaming;
+    streaming.sliceElems = chunk;
+    streaming.fifoSlots = 2;
+    if (elementsAt(inst) > kMaxVerifyElements || !plan::verifyMessage(inst, streaming).empty())
+      out.anySize = false;
+  }
+  return out;
 }
 
 const LibraryPlan& PlanLibrary::add(plan::ChunkPlan plan, std::string source, double predictedUs,
                                     bool verify) {
-  std::string why = checkLibraryPlan(plan, verify);
-  if (!why.empty())
-    fail(Status::kInvalidArgument, "plan library: " + source + ": " + why);
+  PlanCheck check = checkLibraryPlan(plan, verify);
+  if (!check.error.empty())
+    fail(Status::kInvalidArgument, "plan library: " + source + ": " + check.error);
   return addChecked(std::make_shared<const plan::ChunkPlan>(std::move(plan)), std::move(source),
-                    predictedUs);
+                    predictedUs, check.anySize);
 }
 
 const LibraryPlan& PlanLibrary::addChecked(std::shared_ptr<const plan::ChunkPlan> plan,
-                                           std::string source, double predictedUs) {
+                                           std::string source, double predictedUs,
+                                           bool anySize) {
   LibraryPlan e;
+  e.anySize = anySize;
   e.maxStepChunks = maxStepChunks(*plan);
   e.plan = std::move(plan);
   e.source = std::move(source);
@@ -221,7 +254,7 @@ const LibraryPlan* PlanLibrary::match(const LibraryQuery& q) const {
     if (chunk == 0) continue;
     const uint64_t bytes = plan::sizeMultiplier(p.coll, p.nranks) * q.count * q.elemSize;
     if (bytes < p.minBytes || (p.maxBytes != 0 && bytes > p.maxBytes)) continue;
-    if (e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
+    if (!e.anySize && e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
     if (!best) {
       best = &e;
     } else if (best->predictedUs > 0 &&
@@ -238,6 +271,7 @@ std::string PlanLibrary::describe() const {
   for (const LibraryPlan& e : plans_) {
     o << "\n  msccl '" << e.plan->name << "' (" << windowText(*e.plan) << ") from " << e.source;
     if (e.predictedUs > 0) o << ", predicted " << e.predictedUs << " us";
+    if (!e.anySize) o << ", messages up to one FIFO slot";
   }
   return o.str();
 }
@@ -260,7 +294,7 @@ std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dir
     }
     for (const std::string& f : files) {
       CachedFile c = loadFile(f);
-      if (c.plan) lib->addChecked(c.plan, f, 0);
+      if (c.plan) lib->addChecked(c.plan, f, 0, c.anySize);
     }
   }
   return lib;
@@ -275,11 +309,12 @@ PlanLibrary& processPlans() {
 }  // namespace
 
 void addProcessPlan(plan::ChunkPlan plan, std::string source, double predictedUs) {
-  std::string why = checkLibraryPlan(plan, true);
-  if (!why.empty()) fail(Status::kInvalidArgument, "plan library: " + source + ": " + why);
+  PlanCheck check = checkLibraryPlan(plan, true);
+  if (!check.error.empty())
+    fail(Status::kInvalidArgument, "plan library: " + source + ": " + check.error);
   auto shared = std::make_shared<const plan::ChunkPlan>(std::move(plan));
   std::lock_guard<std::mutex> lock(processMu);
-  processPlans().addChecked(std::move(shared), std::move(source), predictedUs);
+  processPlans().addChecked(std::move(shared), std::move(source), predictedUs, check.anySize);
 }
 
 void clearProcessPlans() {
@@ -296,7 +331,7 @@ std::shared_ptr<const PlanLibrary> libraryFromEnvironment() {
   if (processPlans().empty()) return files;
   auto lib = std::make_shared<PlanLibrary>(*files);
   for (const LibraryPlan& e : processPlans().plans())
-    lib->addChecked(e.plan, e.source, e.predictedUs);
+    lib->addChecked(e.plan, e.source, e.predictedUs, e.anySize);
   return lib;
 }
 

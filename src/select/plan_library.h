@@ -12,8 +12,11 @@
 //
 // Weft's executor runs each step over its whole range (in slot-sized slices), where MSCCL runs
 // the whole program once per slice. The two agree when every message of a step fits one FIFO
-// slot, which is the regime verify() covers when a plan is added; so a plan is offered only for
-// counts whose largest message fits the communicator's slot.
+// slot, which is the regime verify() covers when a plan is added. A plan is also verified with
+// every message longer than the FIFO (3 and 5 one-element slices per chunk, 2 slots): one that
+// passes streams its messages (a receiver is never stuck behind its own send) and is offered at
+// any count; one that needs buffering (MSCCL's allpairs sends a whole message before receiving
+// its peer's) only for counts whose largest message fits the communicator's slot.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,6 +33,7 @@ struct LibraryPlan {
   std::string source;        // file path, or what added it ("synth:ring", ...)
   double predictedUs = 0;    // 0: none; such plans (files) are used whenever they match
   uint64_t maxStepChunks = 0;  // the largest `count` of any step, in chunks
+  bool anySize = false;        // messages may be longer than the FIFO (see above)
   int id = 0;                // unique in its library (plan cache keys)
 };
 
@@ -56,7 +60,7 @@ class PlanLibrary {
                          bool verify = true);
   // Adds an already checked entry (from the process-wide file cache).
   const LibraryPlan& addChecked(std::shared_ptr<const plan::ChunkPlan> plan, std::string source,
-                                double predictedUs);
+                                double predictedUs, bool anySize);
 
   // The plan to use for a call, or nullptr: collective, ranks, root, in/out-of-place, byte window
   // (sizeMultiplier * count * elemSize in [minBytes, maxBytes]), equal chunks and messages that
@@ -74,8 +78,12 @@ class PlanLibrary {
   int nextId_ = 0;
 };
 
-// Checks a plan as add() does; "" when it is fine, else the reason.
-std::string checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
+// What add() finds out about a plan.
+struct PlanCheck {
+  std::string error;     // "" when the plan may be used, else the reason
+  bool anySize = false;  // verified with messages longer than the FIFO (false without `verify`)
+};
+PlanCheck checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
 
 // The Plan a library entry runs for `count` elements: instantiate(), and for in-place-only
 // allreduce / allgather plans the form that runs on the output buffer (see above).

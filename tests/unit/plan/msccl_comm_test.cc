@@ -150,6 +150,7 @@ struct FileCase {
   const char* plan;
   Coll coll;
   std::vector<size_t> counts;  // inside the file's byte window, dividing into its chunks
+  bool streams;                // runs with messages longer than the FIFO
 };
 
 class RealFileRuns : public ::testing::TestWithParam<FileCase> {};
@@ -170,6 +171,7 @@ TEST_P(RealFileRuns, InPlaceCallsUseThePlanAndAreExact) {
   }
   const std::string text = log.text();
   EXPECT_NE(text.find("plan library: loaded " + dir.path()), std::string::npos) << text;
+  EXPECT_EQ(text.find("messages up to one FIFO slot") == std::string::npos, fc.streams);
   const std::string used = std::string("uses msccl:") + fc.plan;
   // Every rank logs the first use of each (count, in place or not) plan.
   EXPECT_EQ(occurrences(text, used), 2 * 8 * fc.counts.size()) << used;
@@ -180,14 +182,15 @@ INSTANTIATE_TEST_SUITE_P(
     Files, RealFileRuns,
     ::testing::Values(
         // 512 B - 40960 B, 128 chunks.
-        FileCase{"ndv4/ap2ll.xml", "allreduce_pairs", Coll::kAllReduce, {128, 1280, 10240}},
+        FileCase{"ndv4/ap2ll.xml", "allreduce_pairs", Coll::kAllReduce, {128, 1280, 10240},
+                 false},
         // 266240 B - 2078720 B, 64 chunks.
         FileCase{"ndv4/r48ll.xml", "allreduce_ring_4channelsperring", Coll::kAllReduce,
-                 {66560, 131072}},
+                 {66560, 131072}, true},
         // 1 MiB - 2 MiB-1, 16 chunks.
-        FileCase{"ndv5/ar-1m.xml", "all_reduce_llm", Coll::kAllReduce, {262144, 393216}},
+        FileCase{"ndv5/ar-1m.xml", "all_reduce_llm", Coll::kAllReduce, {262144, 393216}, true},
         // 8 x count x 4 B in 1 MiB - 2 MiB-1, 32 chunks of the 8-rank output.
-        FileCase{"ndv5/ag-1m.xml", "all_gather_llm", Coll::kAllGather, {32768, 40000}}),
+        FileCase{"ndv5/ag-1m.xml", "all_gather_llm", Coll::kAllGather, {32768, 40000}, true}),
     [](const auto& info) {
       std::string n = info.param.file;
       std::string out;
@@ -248,19 +251,39 @@ TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
   EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 8u);
 }
 
-TEST(PlanLibraryComm, MessagesMustFitOneSlot) {
-  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+TEST(PlanLibraryComm, BufferingPlansOnlyWhereMessagesFitOneSlot) {
+  // Two ranks that each send half their input before receiving the other's (as MSCCL's allpairs
+  // does): the send must fit the FIFO.
+  std::string x =
+      "<algo name=\"pair\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" "
+      "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">\n";
+  for (int r = 0; r < 2; ++r) {
+    const std::string me = std::to_string(r), peer = std::to_string(1 - r);
+    x += "<gpu id=\"" + me + "\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" "
+         "send=\"" + peer + "\" recv=\"" + peer + "\" chan=\"0\">"
+         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" + peer + "\" dstbuf=\"o\" "
+         "dstoff=\"-1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" + me + "\" dstbuf=\"i\" dstoff=\"" +
+         me + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"i\" dstoff=\"" + peer +
+         "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
+  }
   PlanDir dir;
-  dir.copy("ndv5/ar-1m.xml");
+  dir.add("pair.xml", x + "</algo>\n");
   LogWatch log;
-  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "65536"}});
-  Comms comms(8);
-  // 16 chunks: 262144 floats make 64 KiB messages (one slot), 393216 floats 96 KiB ones.
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 262144, 0, true});
-  expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 393216, 0, true});
+  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}});
+  Comms comms(2);
+  // 2048 floats make 4 KiB messages (one slot), 4096 floats 8 KiB ones.
+  for (bool inPlace : {true, false}) {
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 2048, 0, inPlace});
+    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 4096, 0, inPlace});
+  }
   const std::string text = log.text();
-  EXPECT_EQ(occurrences(text, "uses msccl:all_reduce_llm"), 8u) << text;
-  EXPECT_EQ(occurrences(text, "allreduce of 393216 x 4 bytes in place uses"), 0u);
+  EXPECT_NE(text.find("in place, run on the output; messages up to one FIFO slot"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(occurrences(text, "allreduce of 2048 x 4 bytes"), 4u) << text;
+  EXPECT_EQ(occurrences(text, "allreduce of 4096 x 4 bytes"), 0u);
 }
 
 TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {

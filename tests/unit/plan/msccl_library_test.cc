@@ -67,8 +67,9 @@ TEST(PlanLibrary, AddChecksThePlan) {
   EXPECT_EQ(lib.plans().size(), 1u);
   lib.add(broken, "unchecked", 0, /*verify=*/false);  // a caller that verified elsewhere
   EXPECT_EQ(lib.plans().size(), 2u);
-  EXPECT_NE(checkLibraryPlan(broken, true), "");
-  EXPECT_EQ(checkLibraryPlan(pair(true), true), "");
+  EXPECT_NE(checkLibraryPlan(broken, true).error, "");
+  EXPECT_EQ(checkLibraryPlan(pair(true), true).error, "");
+  EXPECT_FALSE(lib.plans()[0].anySize) << "both ranks send a whole chunk before receiving";
 }
 
 TEST(PlanLibrary, MatchRules) {
@@ -150,6 +151,41 @@ TEST(PlanLibrary, RunOnOutputFormVerifiesBothWays) {
     EXPECT_EQ(p.programs[0].lanes[0].steps[0].src.buffer, plan::kOutput);
     EXPECT_EQ(plan::verifyMessage(p), "") << count;
   }
+}
+
+// The same exchange with every transfer in a lane of its own: nothing waits behind its own
+// send, so it streams and any size is fine.
+plan::ChunkPlan split() {
+  plan::ChunkPlan p = pair(false);
+  using plan::Op;
+  for (int r = 0; r < 2; ++r) {
+    const int peer = 1 - r;
+    const plan::Ref mine{plan::kInput, static_cast<uint64_t>(r)};
+    const plan::Ref theirs{plan::kInput, static_cast<uint64_t>(peer)};
+    const plan::Ref out{plan::kOutput, static_cast<uint64_t>(r)};
+    const plan::Ref outPeer{plan::kOutput, static_cast<uint64_t>(peer)};
+    p.programs[r].lanes = {
+        plan::Lane{0, {plan::Step{Op::kSend, peer, -1, theirs, {}, 1, {}}}},
+        plan::Lane{0, {plan::Step{Op::kRecvReduceCopy, -1, peer, mine, out, 1, {}}}},
+        plan::Lane{1, {plan::Step{Op::kSend, peer, -1, out, {}, 1, {{1, 0}}}}},
+        plan::Lane{1, {plan::Step{Op::kRecv, -1, peer, {}, outPeer, 1, {}}}},
+    };
+  }
+  return p;
+}
+
+TEST(PlanLibrary, StreamingPlansHaveNoSlotLimit) {
+  plan::ChunkPlan p = split();
+  PlanLibrary lib;
+  lib.add(p, "split");
+  EXPECT_TRUE(lib.plans()[0].anySize);
+  LibraryQuery q = query(1 << 20, false);
+  q.slotBytes = 4096;
+  EXPECT_NE(lib.match(q), nullptr);
+  lib.add(pair(false), "pair");
+  EXPECT_FALSE(lib.plans()[1].anySize);
+  EXPECT_NE(lib.describe().find("from pair, messages up to one FIFO slot"), std::string::npos);
+  EXPECT_EQ(lib.describe().find("from split, messages"), std::string::npos);
 }
 
 TEST(PlanLibrary, PreferenceFilesFirstThenCheapest) {
