@@ -286,6 +286,27 @@ TEST(PlanLibraryComm, BufferingPlansOnlyWhereMessagesFitOneSlot) {
   EXPECT_EQ(occurrences(text, "allreduce of 4096 x 4 bytes"), 0u);
 }
 
+TEST(PlanLibraryComm, StreamingFilesRunWithSmallSlots) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  const FileCase streaming[] = {
+      {"ndv4/r48ll.xml", "allreduce_ring_4channelsperring", Coll::kAllReduce, {66560}, true},
+      {"ndv5/ar-1m.xml", "all_reduce_llm", Coll::kAllReduce, {262144}, true},
+      {"ndv5/ag-1m.xml", "all_gather_llm", Coll::kAllGather, {32768}, true}};
+  for (const FileCase& fc : streaming) {
+    SCOPED_TRACE(fc.file);
+    PlanDir dir;
+    dir.copy(fc.file);
+    LogWatch log;
+    // Messages of tens of KiB through two 4 KiB slots per connection.
+    ScopedEnv env(
+        {{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}, {"WEFT_SLOTS", "2"}});
+    Comms comms(8);
+    expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, fc.counts[0], 0, true});
+    expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, fc.counts[0], 0, false});
+    EXPECT_EQ(occurrences(log.text(), std::string("uses msccl:") + fc.plan), 16u);
+  }
+}
+
 TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
