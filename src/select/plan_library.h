@@ -13,7 +13,7 @@
 // Weft's executor runs each step over its whole range (in slot-sized slices), where MSCCL runs
 // the whole program once per slice. The two agree when every message of a step fits one FIFO
 // slot, which is the regime verify() covers when a plan is added. A plan is also verified with
-// every message longer than the FIFO (3 and 5 one-element slices per chunk, 2 slots): one that
+// every message longer than the FIFO (each chunk 3, then 5 slices; 2 slots): one that
 // passes streams its messages (a receiver is never stuck behind its own send) and is offered at
 // any count; one that needs buffering (MSCCL's allpairs sends a whole message before receiving
 // its peer's) only for counts whose largest message fits the communicator's slot.
