@@ -111,14 +111,19 @@ class Encoding {
     SolveResult result;
     result.symmetric = group_.size() > 1;
     const auto start = std::chrono::steady_clock::now();
-    const z3::check_result verdict = solver_.check();
+    z3::check_result verdict = z3::unknown;
+    try {
+      verdict = solver_.check();
+    } catch (const z3::exception& e) {  // out of memory, cancelled: no answer
+      result.reason = e.msg();
+    }
     result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (verdict == z3::unsat) {
       result.status = SolveStatus::kUnsat;
     } else if (verdict == z3::unknown) {
       result.status = SolveStatus::kUnknown;
-      result.reason = solver_.reason_unknown();
+      if (result.reason.empty()) result.reason = solver_.reason_unknown();
     } else {
       result.status = SolveStatus::kSat;
       result.schedule = extract(solver_.get_model());
@@ -522,11 +527,12 @@ ParetoResult paretoFrontier(const RankGraph& graph, const CollectiveSpec& spec,
       // beats the best so far; the first sat C is the best this (S, R) can do.
       const int most = static_cast<int>(std::min<int64_t>(
           options.maxChunks, int64_t{R} * bound.den / std::max<int64_t>(1, bound.num)));
-      bool solved = false, tried = false;
+      bool solved = false, tried = false, gaveUp = false;
       for (int C = most; C >= 1 && better(R, C); --C) {
         tried = true;
         SolveResult res = solveInstance(graph, spec, S, R, C, options.timeoutSec);
         result.attempts.push_back({S, R, C, res.status, res.seconds});
+        gaveUp |= res.status == SolveStatus::kUnknown;
         if (res.status != SolveStatus::kSat) continue;
         solved = true;
         bestR = R;
@@ -535,7 +541,9 @@ ParetoResult paretoFrontier(const RankGraph& graph, const CollectiveSpec& spec,
         result.bandwidthOptimal = int64_t{R} * bound.den == int64_t{C} * bound.num;
         break;
       }
-      if (tried && !solved) break;  // more rounds at this step count will not help
+      // Past the best ratio this step count reached (or where Z3 gives up), more rounds are not
+      // tried; before its first sat instance, more rounds may still make one.
+      if (tried && !solved && (bestHere || gaveUp)) break;
     }
     if (bestHere) result.points.push_back(std::move(*bestHere));
   }

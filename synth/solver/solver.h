@@ -111,9 +111,10 @@ struct ParetoResult {
 
 // SCCL's Pareto-Synthesize: for S from the step lower bound up and R from S up, try C from the
 // most R rounds allow (R/C at or above the rounds-per-chunk bound, C <= maxChunks) down while
-// R/C beats the best ratio found so far; the first sat C is kept. A step count ends at the first
-// R where every C tried was unsat or unknown; the walk ends when the bound is met. The best
-// instance of each S is a point when it beats every smaller S.
+// R/C beats the best ratio found so far; the first sat C is kept. Once a step count has a sat
+// instance, it ends at the first R where every C tried was unsat (or unknown); before that it
+// ends at an unknown. The walk ends when the bound is met. The best instance of each S is a
+// point when it beats every smaller S.
 ParetoResult paretoFrontier(const RankGraph& graph, const CollectiveSpec& spec,
                             const ParetoOptions& options = {});
 
