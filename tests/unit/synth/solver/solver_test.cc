@@ -141,6 +141,31 @@ TEST(Dgx1AllGather, ParetoFrontierIsSccLsTwoPoints) {
   EXPECT_TRUE(sawUnsat);
 }
 
+TEST(SmallGraphs, ParetoWalkAddsRoundsUntilAStepCountWorks) {
+  // DGX-1 GPUs 0-5: two steps and two rounds cannot serve even one chunk per share, three can.
+  FabricOptions o;
+  o.gpus = {0, 1, 2, 3, 4, 5};
+  const RankGraph g = rankGraphFromFabric(fabricFromTopology(testing::golden("dgx1-v100.xml"), o));
+  ParetoOptions po;
+  po.maxSteps = 3;
+  po.timeoutSec = 30;
+  const ParetoResult p = paretoFrontier(g, kAllGather, po);
+  for (const ParetoAttempt& a : p.attempts)
+    if (a.status == SolveStatus::kUnknown) GTEST_SKIP() << "Z3 gave up on an instance";
+  EXPECT_EQ(p.roundsPerChunkBound.text(), "5/3");
+  ASSERT_FALSE(p.attempts.empty());
+  EXPECT_EQ(p.attempts[0].status, SolveStatus::kUnsat);  // (2, 2, 1)
+  ASSERT_EQ(p.points.size(), 2u);
+  EXPECT_EQ((std::vector<int>{p.points[0].schedule.steps, p.points[0].schedule.rounds,
+                              p.points[0].schedule.instance.chunks}),
+            (std::vector<int>{2, 3, 1}));
+  EXPECT_EQ((std::vector<int>{p.points[1].schedule.steps, p.points[1].schedule.rounds,
+                              p.points[1].schedule.instance.chunks}),
+            (std::vector<int>{3, 4, 2}));
+  EXPECT_FALSE(p.bandwidthOptimal);
+  for (const ParetoPoint& pt : p.points) EXPECT_EQ(replay(g, pt.schedule), "");
+}
+
 TEST(SmallGraphs, TriangleAllGatherInOneStep) {
   // DGX-1 GPUs 0, 1, 2: 0-1 double, 0-2 and 1-2 single.
   const RankGraph g = rankGraphFromMatrix({{0, 2, 1}, {2, 0, 1}, {1, 1, 0}}, "triangle");
