@@ -99,21 +99,45 @@ class Placement {
   std::map<std::pair<int, int>, uint64_t> slots_;
 };
 
-// Deals the moves of each (link, stage) over the link's units in order, and checks the links.
+// Orders the moves and deals them over the links' units. Stage by stage, a move goes the earlier
+// the sooner its data is complete at the sender (when the last chunk or partial sum it needs
+// arrived: stage, then round within the stage), so a lane does not wait on a late chunk while
+// ready ones queue behind it. The k-th move of a stage on a link of u units takes channel k % u.
 std::vector<Move> dealChannels(const RankGraph& graph, const Schedule& schedule,
                                std::vector<Move> moves) {
   const int n = graph.nranks;
-  std::stable_sort(moves.begin(), moves.end(), [](const Move& x, const Move& y) {
-    return std::tie(x.stage, x.from, x.to, x.chunk) < std::tie(y.stage, y.from, y.to, y.chunk);
-  });
-  std::map<std::tuple<int, int, int>, int> used;
-  for (Move& m : moves) {
+  for (const Move& m : moves)
     if (m.from < 0 || m.from >= n || m.to < 0 || m.to >= n || graph.capacity[m.from][m.to] <= 0)
       reject(schedule, "chunk " + std::to_string(m.chunk) + " crosses " + std::to_string(m.from) +
                            "->" + std::to_string(m.to) + ", which is not a link");
-    m.channel = used[{m.stage, m.from, m.to}]++ % graph.capacity[m.from][m.to];
+  std::stable_sort(moves.begin(), moves.end(), [](const Move& x, const Move& y) {
+    return std::tie(x.stage, x.from, x.to, x.chunk) < std::tie(y.stage, y.from, y.to, y.chunk);
+  });
+  using Time = std::pair<int, int>;  // (stage, round within it)
+  std::map<std::pair<int, int>, Time> ready;  // (chunk, rank) -> when its data is complete there
+  std::vector<Move> ordered;
+  for (size_t begin = 0; begin < moves.size();) {
+    size_t end = begin;
+    while (end < moves.size() && moves[end].stage == moves[begin].stage) ++end;
+    std::vector<std::pair<Time, Move>> stage;
+    for (size_t i = begin; i < end; ++i) {
+      auto it = ready.find({moves[i].chunk, moves[i].from});
+      stage.push_back({it == ready.end() ? Time{-1, 0} : it->second, moves[i]});
+    }
+    std::stable_sort(stage.begin(), stage.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::map<std::pair<int, int>, int> used;  // per link: moves dealt in this stage
+    for (auto& [when, m] : stage) {
+      const int units = graph.capacity[m.from][m.to];
+      const int k = used[{m.from, m.to}]++;
+      m.channel = k % units;
+      Time& t = ready[{m.chunk, m.to}];
+      t = std::max(t, Time{m.stage, k / units});
+      ordered.push_back(m);
+    }
+    begin = end;
   }
-  return moves;
+  return ordered;
 }
 
 std::string defaultName(const Schedule& s, plan::Collective coll) {
@@ -359,8 +383,9 @@ plan::ChunkPlan lowerCombining(const RankGraph& graph, const Schedule& allgather
     }
     lastReduce[at] = here;
     lastStage[at] = m.stage;
-    // The owner adds its parked partial sums once the last one is in, on that receive's lane.
-    if (m.to == owner && arrived[at] == expected[at]) sumParked(m.to, m.from, false, m.channel, at);
+    // The owner adds its parked partial sums once the last one is in, on a lane of its own: on a
+    // receive lane they would hold up the receives queued behind them.
+    if (m.to == owner && arrived[at] == expected[at]) sumParked(m.to, -1, false, 0, at);
   }
   for (int k = 0; k < static_cast<int>(chunks); ++k) {
     const int owner = in.chunkInfo[k].source;

@@ -173,8 +173,10 @@ TEST(LowerCombining, SimulatedAllReduceIsTwiceTheAllGather) {
   const plan::ChunkPlan ar = lowerCombining(g, *bw.schedule, plan::Collective::kAllReduce);
   const double t = simulate(ar, bytes, fabric).timeUs;
   EXPECT_GE(t, lowerBound(plan::Collective::kAllReduce, fabric, bytes).timeUs * 0.999);
-  // Reductions wait for every child, so the asynchronous plan loses a little on the allgather.
-  EXPECT_LT(t, 1.15 * 2 * (7.0 / 6.0) * unitUs);
+  EXPECT_LT(t, 1.05 * 2 * (7.0 / 6.0) * unitUs);
+  // The reduce-scatter alone (M bytes of input per rank) costs what the allgather does.
+  const plan::ChunkPlan rs = lowerCombining(g, *bw.schedule, plan::Collective::kReduceScatter);
+  EXPECT_LT(simulate(rs, bytes, fabric).timeUs, 1.05 * (7.0 / 6.0) * unitUs);
 }
 
 }  // namespace
