@@ -32,7 +32,7 @@ void expectVerifies(const RankGraph& g, const Schedule& s) {
   }
 }
 
-TEST(Lower, Dgx1LatencyOptimalPlanVerifies) {
+TEST(ExactLower, Dgx1LatencyOptimalPlanVerifies) {
   const RankGraph g = dgx1();
   DGX1_OR_SKIP(r, 2, 3, 2);
   ASSERT_EQ(r.status, SolveStatus::kSat);
@@ -45,7 +45,7 @@ TEST(Lower, Dgx1LatencyOptimalPlanVerifies) {
   for (const plan::ChunkProgram& p : cp.programs) EXPECT_LE(p.lanes.size(), 13u);
 }
 
-TEST(Lower, Dgx1BandwidthOptimalPlanVerifies) {
+TEST(ExactLower, Dgx1BandwidthOptimalPlanVerifies) {
   const RankGraph g = dgx1();
   DGX1_OR_SKIP(r, 3, 7, 6);
   ASSERT_EQ(r.status, SolveStatus::kSat);
@@ -53,7 +53,7 @@ TEST(Lower, Dgx1BandwidthOptimalPlanVerifies) {
   EXPECT_EQ(lowerToChunkPlan(g, *r.schedule).chunksPerLoop, 48u);
 }
 
-TEST(Lower, SmallGraphPlansVerify) {
+TEST(ExactLower, SmallGraphPlansVerify) {
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
   SOLVE_OR_SKIP(a, ring, {plan::Collective::kAlltoAll, 0}, 2, 2, 1, 30);
@@ -76,7 +76,7 @@ TEST(Lower, SmallGraphPlansVerify) {
   expectVerifies(triangle, *t.schedule);
 }
 
-TEST(Lower, BrokenSchedulesAreRejected) {
+TEST(ExactLower, BrokenSchedulesAreRejected) {
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, ring, kAllGather, 3, 3, 1, 30);
@@ -93,7 +93,7 @@ TEST(Lower, BrokenSchedulesAreRejected) {
   EXPECT_THROW(lowerToChunkPlan(ring, s), Error);
 }
 
-TEST(Lower, SimulatedTimesFollowSccLsCostModel) {
+TEST(ExactLower, SimulatedTimesFollowSccLsCostModel) {
   const RankGraph g = dgx1();
   const Fabric fabric = fabricFromTopology(testing::golden("dgx1-v100.xml"));
   DGX1_OR_SKIP(lat, 2, 3, 2);
@@ -133,7 +133,7 @@ void expectCombiningVerifies(const RankGraph& g, const Schedule& allgather) {
         << ar.name << " at count " << count << "\n" << allgather.describe();
 }
 
-TEST(LowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
+TEST(ExactLowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
   const RankGraph g = dgx1();
   DGX1_OR_SKIP(lat, 2, 3, 2);
   ASSERT_EQ(lat.status, SolveStatus::kSat);
@@ -146,7 +146,7 @@ TEST(LowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
   EXPECT_EQ(ar.name, "sccl-allreduce-s3-r7-c6");
 }
 
-TEST(LowerCombining, DirectedRingReduceScatterUsesTheTransposedGraph) {
+TEST(ExactLowerCombining, DirectedRingReduceScatterUsesTheTransposedGraph) {
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, transposed(ring), kAllGather, 3, 3, 1, 30);
@@ -162,7 +162,7 @@ TEST(LowerCombining, DirectedRingReduceScatterUsesTheTransposedGraph) {
   EXPECT_THROW(lowerCombining(ring, *b.schedule, plan::Collective::kReduceScatter), Error);
 }
 
-TEST(LowerCombining, SimulatedAllReduceIsTwiceTheAllGather) {
+TEST(ExactLowerCombining, SimulatedAllReduceIsTwiceTheAllGather) {
   const RankGraph g = dgx1();
   const Fabric fabric = fabricFromTopology(testing::golden("dgx1-v100.xml"));
   DGX1_OR_SKIP(bw, 3, 7, 6);

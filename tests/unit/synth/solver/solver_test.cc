@@ -13,7 +13,7 @@ using testing::replay;
 
 const CollectiveSpec kAllGather{plan::Collective::kAllGather, 0};
 
-TEST(RankGraph, Dgx1FromTopologyHasSccLinkMultiplicities) {
+TEST(ExactRankGraph, Dgx1FromTopologyHasSccLinkMultiplicities) {
   const RankGraph g = dgx1();
   // msccl-tools' dgx1(): double links 0-1 0-4 1-3 2-3 2-6 4-5 5-7 6-7, the rest single.
   const std::vector<std::vector<int>> expected = {
@@ -28,7 +28,7 @@ TEST(RankGraph, Dgx1FromTopologyHasSccLinkMultiplicities) {
   EXPECT_EQ(automorphisms(g).size(), 4u);
 }
 
-TEST(RankGraph, FromFabricUsesOnlyDirectLinks) {
+TEST(ExactRankGraph, FromFabricUsesOnlyDirectLinks) {
   const RankGraph g = rankGraphFromFabric(fullyConnectedFabric(4, 10.0));
   for (int a = 0; a < 4; ++a)
     for (int b = 0; b < 4; ++b) EXPECT_EQ(g.capacity[a][b], a == b ? 0 : 1);
@@ -39,7 +39,7 @@ TEST(RankGraph, FromFabricUsesOnlyDirectLinks) {
   EXPECT_EQ(sub.capacity, (std::vector<std::vector<int>>{{0, 2, 1}, {2, 0, 2}, {1, 2, 0}}));
 }
 
-TEST(RankGraph, BadMatricesAreRejected) {
+TEST(ExactRankGraph, BadMatricesAreRejected) {
   EXPECT_THROW(rankGraphFromMatrix({{0, 1}, {1}}), Error);
   EXPECT_THROW(rankGraphFromMatrix({{1, 1}, {1, 0}}), Error);
   EXPECT_THROW(rankGraphFromMatrix({{0, -1}, {1, 0}}), Error);
@@ -50,7 +50,7 @@ TEST(RankGraph, BadMatricesAreRejected) {
   EXPECT_THROW(stepsLowerBound(g, kAllGather), Error);
 }
 
-TEST(Bounds, Dgx1AllGatherNeedsTwoStepsAndSevenSixthsRoundsPerChunk) {
+TEST(ExactBounds, Dgx1AllGatherNeedsTwoStepsAndSevenSixthsRoundsPerChunk) {
   const RankGraph g = dgx1();
   EXPECT_EQ(stepsLowerBound(g, kAllGather), 2);
   const Ratio rpc = roundsPerChunkLowerBound(g, kAllGather);
@@ -58,7 +58,7 @@ TEST(Bounds, Dgx1AllGatherNeedsTwoStepsAndSevenSixthsRoundsPerChunk) {
   EXPECT_EQ(rpc.den, 6);
 }
 
-TEST(Bounds, RingsAndBroadcast) {
+TEST(ExactBounds, RingsAndBroadcast) {
   // Unidirectional 4-ring: 3 steps, and each rank takes in 3 shares over one unit.
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
@@ -71,7 +71,7 @@ TEST(Bounds, RingsAndBroadcast) {
   EXPECT_EQ(roundsPerChunkLowerBound(path, bcast).text(), "1/1");
 }
 
-TEST(Dgx1AllGather, LatencyOptimalTwoStepsThreeRoundsTwoChunks) {
+TEST(ExactDgx1AllGather, LatencyOptimalTwoStepsThreeRoundsTwoChunks) {
   const RankGraph g = dgx1();
   DGX1_OR_SKIP(r, 2, 3, 2);
   ASSERT_EQ(r.status, SolveStatus::kSat);
@@ -81,19 +81,19 @@ TEST(Dgx1AllGather, LatencyOptimalTwoStepsThreeRoundsTwoChunks) {
   EXPECT_EQ(r.schedule->sends.size(), 16u * 7u);
 }
 
-TEST(Dgx1AllGather, TwoStepsNeedThreeRoundsForTwoChunks) {
+TEST(ExactDgx1AllGather, TwoStepsNeedThreeRoundsForTwoChunks) {
   DGX1_OR_SKIP(r, 2, 2, 2);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
-TEST(Dgx1AllGather, TwoStepsCannotReachFourThirds) {
+TEST(ExactDgx1AllGather, TwoStepsCannotReachFourThirds) {
   // SCCL's log: (S=2, R=4, C=3) is unsat; only the full (non-symmetric) search decides it.
   DGX1_OR_SKIP(r, 2, 4, 3);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
   EXPECT_FALSE(r.symmetric);
 }
 
-TEST(Dgx1AllGather, BandwidthOptimalThreeStepsSevenRoundsSixChunks) {
+TEST(ExactDgx1AllGather, BandwidthOptimalThreeStepsSevenRoundsSixChunks) {
   const RankGraph g = dgx1();
   DGX1_OR_SKIP(r, 3, 7, 6);
   ASSERT_EQ(r.status, SolveStatus::kSat);
@@ -107,17 +107,17 @@ TEST(Dgx1AllGather, BandwidthOptimalThreeStepsSevenRoundsSixChunks) {
   }
 }
 
-TEST(Dgx1AllGather, SixRoundsCannotCarrySixChunks) {
+TEST(ExactDgx1AllGather, SixRoundsCannotCarrySixChunks) {
   DGX1_OR_SKIP(r, 3, 6, 6);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
-TEST(Dgx1AllGather, OneStepIsBelowTheDiameter) {
+TEST(ExactDgx1AllGather, OneStepIsBelowTheDiameter) {
   DGX1_OR_SKIP(r, 1, 3, 1);
   EXPECT_EQ(r.status, SolveStatus::kUnsat);
 }
 
-TEST(Dgx1AllGather, ParetoFrontierIsSccLsTwoPoints) {
+TEST(ExactDgx1AllGather, ParetoFrontierIsSccLsTwoPoints) {
   ParetoOptions o;
   o.maxChunks = 6;
   o.timeoutSec = 30;
@@ -141,7 +141,7 @@ TEST(Dgx1AllGather, ParetoFrontierIsSccLsTwoPoints) {
   EXPECT_TRUE(sawUnsat);
 }
 
-TEST(SmallGraphs, ParetoWalkAddsRoundsUntilAStepCountWorks) {
+TEST(ExactSmallGraphs, ParetoWalkAddsRoundsUntilAStepCountWorks) {
   // DGX-1 GPUs 0-5: two steps and two rounds cannot serve even one chunk per share, three can.
   FabricOptions o;
   o.gpus = {0, 1, 2, 3, 4, 5};
@@ -166,7 +166,7 @@ TEST(SmallGraphs, ParetoWalkAddsRoundsUntilAStepCountWorks) {
   for (const ParetoPoint& pt : p.points) EXPECT_EQ(replay(g, pt.schedule), "");
 }
 
-TEST(SmallGraphs, TriangleAllGatherInOneStep) {
+TEST(ExactSmallGraphs, TriangleAllGatherInOneStep) {
   // DGX-1 GPUs 0, 1, 2: 0-1 double, 0-2 and 1-2 single.
   const RankGraph g = rankGraphFromMatrix({{0, 2, 1}, {2, 0, 1}, {1, 1, 0}}, "triangle");
   EXPECT_EQ(roundsPerChunkLowerBound(g, kAllGather).text(), "1/1");
@@ -178,7 +178,7 @@ TEST(SmallGraphs, TriangleAllGatherInOneStep) {
   EXPECT_EQ(r2.status, SolveStatus::kUnsat);
 }
 
-TEST(SmallGraphs, UnidirectionalRingNeedsThreeStepsOfOneRound) {
+TEST(ExactSmallGraphs, UnidirectionalRingNeedsThreeStepsOfOneRound) {
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, ring, kAllGather, 3, 3, 1, 30);
@@ -195,7 +195,7 @@ TEST(SmallGraphs, UnidirectionalRingNeedsThreeStepsOfOneRound) {
   EXPECT_TRUE(p.bandwidthOptimal);
 }
 
-TEST(SmallGraphs, AlltoallAndBroadcast) {
+TEST(ExactSmallGraphs, AlltoallAndBroadcast) {
   // Bidirectional 4-ring: alltoall between opposite ranks needs a relay.
   const RankGraph ring = rankGraphFromMatrix(
       {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
@@ -214,7 +214,7 @@ TEST(SmallGraphs, AlltoallAndBroadcast) {
   EXPECT_EQ(b3.status, SolveStatus::kUnsat);
 }
 
-TEST(Solver, BadArgumentsAreRejected) {
+TEST(ExactSolver, BadArgumentsAreRejected) {
   const RankGraph g = rankGraphFromMatrix({{0, 1}, {1, 0}});
   EXPECT_THROW(solveInstance(g, kAllGather, 0, 1, 1), Error);
   EXPECT_THROW(solveInstance(g, kAllGather, 2, 1, 1), Error);
@@ -229,7 +229,7 @@ TEST(Solver, BadArgumentsAreRejected) {
   EXPECT_THROW(solveEncoding(g, kAllGather, 1, 2, 1, o), Error);
 }
 
-TEST(Solver, FixedRoundsPerStepAreHonoured) {
+TEST(ExactSolver, FixedRoundsPerStepAreHonoured) {
   const RankGraph g = dgx1();
   SolveOptions o;
   o.timeoutSec = 30;
