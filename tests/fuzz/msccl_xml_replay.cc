@@ -169,7 +169,8 @@ std::vector<std::string> hostileInputs() {
               "send=\"-1\" recv=\"-1\" chan=\"0\"/></gpu></algo>");
   v.push_back(header("ranks", "allreduce", 2000000000, 1, true) + "</algo>");
   v.push_back(header("chunks", "allreduce", 1, 2000000000, true) + "</algo>");
-  v.push_back(std::string("<algo name=\"x\0y\"/>", 20));
+  static const char kNul[] = "<algo name=\"x\0y\"/>";  // a NUL inside an attribute
+  v.push_back(std::string(kNul, sizeof(kNul) - 1));
   v.push_back("\xef\xbb\xbf<algo/>");
   v.push_back("<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY a \"aaaa\">]><algo name=\"&a;&a;\"/>");
   v.push_back("<algo name=\"" + std::string(100000, 'n') + "\"/>");
