@@ -13,7 +13,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_ENABLE_CUDA=OF
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 targets=(collectives_test api_errors_test multiproc_test bootstrap_test reduce_test algorithms_test
-         plan_verifier_test)
+         plan_verifier_test msccl_xml_test msccl_library_test msccl_comm_test msccl_xml_replay)
 cmake --build build-asan -j "$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
@@ -27,3 +27,7 @@ cd build-asan
 ./tests/unit/common/reduce_test
 ./tests/unit/algorithms/algorithms_test
 ./tests/unit/plan/plan_verifier_test
+./tests/unit/plan/msccl_xml_test
+./tests/unit/plan/msccl_library_test
+./tests/unit/plan/msccl_comm_test
+./tests/fuzz/msccl_xml_replay ../../shared/msccl-xml
