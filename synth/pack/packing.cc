@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "src/common/error.h"
@@ -205,6 +206,19 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
                      return a.root != b.root ? a.root < b.root : a.weight > b.weight;
                    });
   return result;
+}
+
+std::string describePack(const Fabric& f, const PackResult& pack) {
+  std::ostringstream out;
+  out << "rate " << pack.rate << " GB/s per root, " << pack.trees.size() << " trees"
+      << (pack.optimal ? " (optimal)" : " (search budget reached)") << "\n";
+  for (const PackedTree& t : pack.trees) {
+    out << "root " << t.root << ": " << t.weight << " GB/s";
+    for (int v = 0; v < static_cast<int>(t.parent.size()); ++v)
+      if (t.parent[v] >= 0) out << " " << f.nodes.at(t.parent[v]).name << "->" << f.nodes.at(v).name;
+    out << "\n";
+  }
+  return out.str();
 }
 
 PackResult packAllGather(const Fabric& f, const PackOptions& o) {

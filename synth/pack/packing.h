@@ -8,6 +8,7 @@
 // data cross switches freely; the two agree wherever the fabric's routes do not restrict it.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "synth/model/fabric.h"
@@ -49,6 +50,9 @@ PackResult packTrees(const Fabric& fabric, const std::vector<int>& roots, TreeFl
 PackResult packAllGather(const Fabric& fabric, const PackOptions& options = {});
 // One root: the broadcast packing.
 PackResult packBroadcast(const Fabric& fabric, int root, const PackOptions& options = {});
+
+// One line per tree: "root 0: 21.4 GB/s gpu0->gpu1 gpu1->gpu3 ..." (tree edges parent->child).
+std::string describePack(const Fabric& fabric, const PackResult& pack);
 
 // Per link: GB/s the packing puts on it (index = link).
 std::vector<double> packLinkLoads(const Fabric& fabric, const std::vector<PackedTree>& trees,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "src/common/error.h"
@@ -308,6 +309,16 @@ double totalRingBw(const std::vector<Ring>& rings) {
   double sum = 0;
   for (const Ring& r : rings) sum += r.bw;
   return sum;
+}
+
+std::string describeRings(const Fabric& f, const std::vector<Ring>& rings) {
+  std::ostringstream out;
+  for (size_t i = 0; i < rings.size(); ++i) {
+    out << "ring " << i << ": " << rings[i].bw << " GB/s";
+    for (int r : rings[i].order) out << " " << f.nodes.at(r).name;
+    out << "\n";
+  }
+  return out.str();
 }
 
 std::vector<Ring> searchRings(const Fabric& f, const RingSearchOptions& o) {

@@ -5,6 +5,7 @@
 // branch-and-bound on the bottleneck and an iteration budget, like NCCL's ncclTopoSearchRec.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "synth/model/fabric.h"
@@ -41,5 +42,8 @@ int ringCrossings(const Fabric& fabric, const std::vector<int>& order, topo::Lin
 
 // Sum of the rings' bandwidths: what ring allgather / reduce-scatter busbw can reach.
 double totalRingBw(const std::vector<Ring>& rings);
+
+// One line per ring: "ring 0: 50 GB/s gpu0 gpu1 gpu3 ...", node names from the fabric (tools).
+std::string describeRings(const Fabric& fabric, const std::vector<Ring>& rings);
 
 }  // namespace weft::synth

@@ -135,6 +135,9 @@ TEST(Pack, BeatsRingsWhereRingsCrossABottleneckTwice) {
   EXPECT_NEAR(bottleneckAlgBw(ringPlan(Collective::kAllGather, searchRings(f)), f), 100, 1e-6);
   EXPECT_NEAR(bottleneckAlgBw(packPlan(Collective::kAllGather, f), f), 100, 1e-6);
   EXPECT_NEAR(bottleneckAlgBw(packPlan(Collective::kBroadcast, f), f), 75, 1e-6);
+  const std::string text = describePack(f, packBroadcast(f, 0));
+  EXPECT_EQ(text.rfind("rate 75 GB/s per root", 0), 0u) << text;
+  EXPECT_NE(text.find("root 0: "), std::string::npos) << text;
 }
 
 TEST(Pack, FullDgx1AllGatherReachesTheCutBound) {

@@ -52,6 +52,9 @@ TEST(RingSearch, Dgx1FindsNvlinkOnlyRingsUsingEveryLink) {
   EXPECT_DOUBLE_EQ(rings[1].bw, 50);
   EXPECT_DOUBLE_EQ(totalRingBw(rings), 150);
   expectWithinCapacity(f, rings);
+  const std::string text = describeRings(f, rings);
+  EXPECT_EQ(text.rfind("ring 0: 50 GB/s gpu0 ", 0), 0u) << text;
+  EXPECT_NE(text.find("ring 3: 25 GB/s"), std::string::npos) << text;
 }
 
 TEST(RingSearch, NvSwitchMachinesTakeTheFullPortBandwidth) {
