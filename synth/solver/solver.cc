@@ -3,7 +3,9 @@
 #include <z3++.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <numeric>
 #include <sstream>
 
@@ -76,6 +78,7 @@ class Encoding {
         S_(steps),
         R_(rounds),
         fixed_(options.roundsPerStep),
+        breakChunkSymmetry_(options.breakChunkSymmetry),
         links_(graph.links()),
         hops_(graph.hops()),
         solver_(ctx_),
@@ -101,7 +104,28 @@ class Encoding {
     for (int l = 0; l < L(); ++l) linkAt_[links_[l].from * N() + links_[l].to] = l;
   }
 
+  // Stops a solve() running in another thread (it returns kUnknown), or one about to start.
+  void interrupt() {
+    cancelled_ = true;
+    ctx_.interrupt();
+  }
+  bool finished() const { return finished_; }
+
   SolveResult solve(double timeoutSec) {
+    SolveResult result;
+    try {
+      if (!cancelled_) result = check(timeoutSec);
+    } catch (const z3::exception& e) {  // out of memory, or interrupted while building
+      result = SolveResult{};
+      result.reason = e.msg();
+    }
+    if (cancelled_ && result.status == SolveStatus::kUnknown) result.reason = "cancelled";
+    finished_ = true;
+    return result;
+  }
+
+ private:
+  SolveResult check(double timeoutSec) {
     build();
     if (timeoutSec > 0) {
       z3::params p(ctx_);
@@ -111,19 +135,14 @@ class Encoding {
     SolveResult result;
     result.symmetric = group_.size() > 1;
     const auto start = std::chrono::steady_clock::now();
-    z3::check_result verdict = z3::unknown;
-    try {
-      verdict = solver_.check();
-    } catch (const z3::exception& e) {  // out of memory, cancelled: no answer
-      result.reason = e.msg();
-    }
+    const z3::check_result verdict = solver_.check();
     result.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (verdict == z3::unsat) {
       result.status = SolveStatus::kUnsat;
     } else if (verdict == z3::unknown) {
       result.status = SolveStatus::kUnknown;
-      if (result.reason.empty()) result.reason = solver_.reason_unknown();
+      result.reason = solver_.reason_unknown();
     } else {
       result.status = SolveStatus::kSat;
       result.schedule = extract(solver_.get_model());
@@ -131,7 +150,6 @@ class Encoding {
     return result;
   }
 
- private:
   static constexpr int kFalse = -1, kTrue = -2, kPending = -3;
 
   int K() const { return static_cast<int>(in_.chunkInfo.size()); }
@@ -312,6 +330,32 @@ class Encoding {
       if (need > 0) solver_.add(count(needed) >= need);
       solver_.add(count(entering) <= g_.unitsIn(n) * R_);
     }
+    if (breakChunkSymmetry_) orderInterchangeableChunks();
+  }
+
+  // Chunks with the same source and destinations are interchangeable: any schedule stays one when
+  // they swap moves. Requiring their move vectors to be in decreasing lexicographic order keeps
+  // one schedule of each such class.
+  void orderInterchangeableChunks() {
+    for (int k = 0; k + 1 < K(); ++k) {
+      const ChunkInfo& a = in_.chunkInfo[k];
+      const ChunkInfo& b = in_.chunkInfo[k + 1];
+      if (a.destinations.empty() || a.source != b.source || a.destinations != b.destinations)
+        continue;
+      z3::expr equalSoFar = ctx_.bool_val(true);
+      int aux = 0;
+      for (int l = 0; l < L(); ++l)
+        for (int s = 0; s < S_; ++s) {
+          const int x = xId(k, l, s), y = xId(k + 1, l, s);
+          if (x == kFalse && y == kFalse) continue;
+          const z3::expr ex = lit(x), ey = lit(y);
+          solver_.add(z3::implies(equalSoFar, ex || !ey));
+          z3::expr next = ctx_.bool_const(
+              ("lex" + std::to_string(k) + "_" + std::to_string(aux++)).c_str());
+          solver_.add(z3::implies(equalSoFar && ex == ey, next));
+          equalSoFar = next;
+        }
+    }
   }
 
   Schedule extract(const z3::model& model) {
@@ -364,6 +408,7 @@ class Encoding {
   const Instance& in_;
   const int S_, R_;
   const std::vector<int> fixed_;
+  const bool breakChunkSymmetry_;
   const std::vector<RankGraph::Link> links_;
   const std::vector<std::vector<int>> hops_;
   std::vector<Perm> group_;
@@ -373,6 +418,7 @@ class Encoding {
   z3::expr_vector vars_;
   z3::expr_vector rounds_;
   std::vector<int> x_, has_;
+  std::atomic<bool> cancelled_{false}, finished_{false};
 };
 
 void checkShape(int steps, int rounds) {
@@ -428,23 +474,37 @@ SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, in
 SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps,
                           int rounds, int chunks, double timeoutSec) {
   checkShape(steps, rounds);
-  SolveOptions options;
-  options.timeoutSec = timeoutSec;
-  std::vector<std::vector<int>> group = automorphisms(graph, kMaxGroup);
-  double spent = 0;
-  if (group.size() > 1) {
-    options.symmetry.assign(group.begin() + 1, group.end());
-    // The symmetric search gets half the budget; the full search what is left.
-    if (timeoutSec > 0) options.timeoutSec = timeoutSec / 2;
-    SolveResult sym = solveEncoding(graph, spec, steps, rounds, chunks, options);
-    if (sym.status == SolveStatus::kSat) return sym;
-    spent = sym.seconds;
-    options.symmetry.clear();
-    if (timeoutSec > 0) options.timeoutSec = std::max(0.001, timeoutSec - spent);
-  }
-  SolveResult full = solveEncoding(graph, spec, steps, rounds, chunks, options);
-  full.seconds += spent;
-  return full;
+  const Instance instance = makeInstance(spec, graph.nranks, chunks);
+  SolveOptions fullOptions;
+  fullOptions.timeoutSec = timeoutSec;
+  const std::vector<std::vector<int>> group = automorphisms(graph, kMaxGroup);
+  Encoding full(graph, instance, steps, rounds, fullOptions);
+  if (group.size() <= 1) return full.solve(timeoutSec);
+
+  // Both searches at once: the symmetric one is often far faster to find a schedule, the full
+  // one far faster to prove there is none. The first decisive answer stops the other.
+  SolveOptions symOptions = fullOptions;
+  symOptions.symmetry.assign(group.begin() + 1, group.end());
+  Encoding sym(graph, instance, steps, rounds, symOptions);
+  auto stop = [](Encoding& other) {
+    while (!other.finished()) {
+      other.interrupt();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  SolveResult symResult;
+  std::thread symThread([&] {
+    symResult = sym.solve(timeoutSec);
+    if (symResult.status == SolveStatus::kSat) stop(full);
+  });
+  SolveResult fullResult = full.solve(timeoutSec);  // Z3 errors come back as kUnknown
+  if (fullResult.status != SolveStatus::kUnknown) stop(sym);
+  symThread.join();
+  SolveResult& answer = symResult.status == SolveStatus::kSat ? symResult : fullResult;
+  answer.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::move(answer);
 }
 
 int stepsLowerBound(const RankGraph& graph, const CollectiveSpec& spec) {

@@ -53,16 +53,19 @@ struct SolveOptions {
   // chunk. This shrinks the search; it can miss schedules, so only its sat answers are final.
   std::vector<std::vector<int>> symmetry;
   std::vector<int> roundsPerStep;  // fixes r_s; empty: the solver picks them
+  // Orders the move vectors of interchangeable chunks (same source and destinations), keeping one
+  // schedule of each class that swaps them. Sound; whether it speeds Z3 up depends on the case.
+  bool breakChunkSymmetry = false;
 };
 
 // Solves one (steps, rounds, chunks) instance exactly as `options` say.
 SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps,
                           int rounds, int chunks, const SolveOptions& options);
 
-// Solves one (steps, rounds, chunks) instance: first a search invariant under the graph's
-// automorphisms (up to 64; fast where a symmetric schedule exists), then, unless it found one, the
-// full search, which alone decides unsat. timeoutSec <= 0 means no limit; past it the result is
-// kUnknown. Throws weft::Error(kInvalidArgument) for steps < 1, rounds < steps, chunks < 1 or an
+// Solves one (steps, rounds, chunks) instance: a search invariant under the graph's automorphisms
+// (up to 64; fast where a symmetric schedule exists) and the full search, which alone decides
+// unsat, run side by side (two threads) until one answers. timeoutSec <= 0 means no limit; past
+// it the result is kUnknown. Throws weft::Error(kInvalidArgument) for steps < 1, rounds < steps, chunks < 1 or an
 // unsupported collective.
 SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps,
                           int rounds, int chunks, double timeoutSec = 0);
