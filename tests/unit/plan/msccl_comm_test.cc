@@ -13,6 +13,7 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/grid.h"
 #include "tests/support/values.h"
 
 using namespace weft::test;
@@ -305,6 +306,37 @@ TEST(PlanLibraryComm, StreamingFilesRunWithSmallSlots) {
     expectExact(comms.get(), CheckCase{fc.coll, ncclFloat32, ncclSum, fc.counts[0], 0, false});
     EXPECT_EQ(occurrences(log.text(), std::string("uses msccl:") + fc.plan), 16u);
   }
+}
+
+TEST(PlanLibraryComm, ProcessesOverSharedMemory) {
+  if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
+  PlanDir dir;
+  dir.copy("ndv4/ap2ll.xml");
+  dir.copy("ndv5/ag-1m.xml");
+  LogWatch log;
+  // Eight processes of one rank each: the plans' sends and receives cross processes.
+  const auto body = [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks,
+                       int n) {
+    for (bool inPlace : {true, false})
+      for (const CheckCase& c : {CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 2560, 0, inPlace},
+                                 CheckCase{Coll::kAllGather, ncclInt32, ncclSum, 36864, 0, inPlace}}) {
+        CheckResult r = runCheckRanks(comms, ranks, n, c);
+        if (r.status != ncclSuccess || r.wrong != 0) {
+          fprintf(stderr, "%s: %s\n", describe(c, n).c_str(), r.message.c_str());
+          return 1;
+        }
+      }
+    return 0;
+  };
+  const std::string plans = dir.path();
+  std::vector<int> codes = forkRanks(8, 1, body, [plans](int) {
+    setenv("WEFT_PLAN_DIR", plans.c_str(), 1);
+    setenv("NCCL_ALGO", "msccl", 1);
+  });
+  for (int p = 0; p < 8; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "uses msccl:allreduce_pairs"), 16u) << text;
+  EXPECT_EQ(occurrences(text, "uses msccl:all_gather_llm"), 16u);
 }
 
 TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
