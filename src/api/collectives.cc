@@ -184,8 +184,20 @@ WEFT_API(ncclResult_t, ncclGroupEnd, ()) {
 
 WEFT_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
   return guard("ncclGroupSimulateEnd", [&](std::string* why) {
-    *why = "ncclGroupSimulateEnd is not supported yet by Weft";
-    return Status::kInvalidUsage;
+    // As NCCL: the struct must come from NCCL_SIM_INFO_INITIALIZER (size and magic).
+    if (!simInfo) {
+      *why = "ncclGroupSimulateEnd: simInfo must not be NULL";
+      return Status::kInvalidArgument;
+    }
+    if (simInfo->magic != 0x74685283u || simInfo->size < sizeof(ncclSimInfo_t)) {
+      *why = "ncclGroupSimulateEnd: simInfo was not set up with NCCL_SIM_INFO_INITIALIZER (size " +
+             std::to_string(simInfo->size) + ", magic " + std::to_string(simInfo->magic) + ")";
+      return Status::kInvalidArgument;
+    }
+    double us = 0;
+    const Status st = core::groupSimulateEnd(&us, why);
+    if (st == Status::kSuccess) simInfo->estimatedTime = static_cast<float>(us);
+    return st;
   });
 }
 

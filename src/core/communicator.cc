@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
+#include "src/core/synth_plans.h"
 #include "src/plan/chunk_plan.h"
+#include "synth/auto/rank_fabric.h"
+#include "synth/model/simulator.h"
 #include "transports/base/fifo.h"
 
 namespace weft::core {
@@ -130,12 +134,66 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
     selector_->setHosts(hostOf, net);
   }
+  if (synthesisEnabled(*topology_)) attachSynthesizedPlans();
   if (rank == 0) {
     static std::once_flag envOnce;
     std::call_once(envOnce, [] { env::dump(); });
     WEFT_INFO(INIT, "%s", describe().c_str());
     WEFT_INFO(TUNING, "%s", selector_->table().c_str());
   }
+}
+
+void Communicator::attachSynthesizedPlans() {
+  // Synthesis is an optimisation: whatever goes wrong, init goes on with the built-in plans.
+  try {
+    std::string why;
+    std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why);
+    if (!f) {
+      if (rank_ == 0) WEFT_INFO(INIT, "synthesized plans: none (%s)", why.c_str());
+      return;
+    }
+    SynthPlans plans = synthesizedPlans(*f);
+    if (rank_ == 0 && !plans.notes.empty())
+      WEFT_INFO(INIT, "synthesized plans: %s", plans.notes.c_str());
+    if (!plans.library) {
+      if (rank_ == 0)
+        WEFT_INFO(INIT, "synthesized plans: none beats the ring (%s)", plans.origin.c_str());
+      return;
+    }
+    synthOrigin_ = plans.origin;
+    selector_->setSynthesized(plans.library, ctx_.slotBytes);
+    if (rank_ == 0)
+      WEFT_INFO(INIT, "synthesized plans from %s:\n%s", plans.origin.c_str(),
+                plans.library->describe().c_str());
+  } catch (const std::exception& e) {
+    if (rank_ == 0) WEFT_INFO(INIT, "synthesized plans: skipped (%s)", e.what());
+  }
+}
+
+const synth::Fabric& Communicator::fabric() {
+  std::call_once(fabricOnce_, [this] {
+    std::string why;
+    if (std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why)) {
+      fabric_ = std::make_unique<synth::Fabric>(std::move(*f));
+    } else {
+      const select::LinkModel model;
+      fabric_ = std::make_unique<synth::Fabric>(
+          synth::fullyConnectedFabric(nranks_, 1.0 / (model.betaUsPerByte * 1e3), model.alphaUs));
+    }
+  });
+  return *fabric_;
+}
+
+double Communicator::estimateUs(const Call& call) {
+  if (call.coll == plan::Collective::kSendRecv) {
+    if (!call.isSend || call.root == rank_ || call.root < 0 || call.root >= nranks_) return 0;
+    const synth::Fabric& f = fabric();
+    const double bytes = static_cast<double>(call.count) * dataTypeSize(call.type);
+    return f.routeLatencyUs(rank_, call.root) + bytes / (f.routeBw(rank_, call.root) * 1e3);
+  }
+  bool inPlace = false;
+  std::shared_ptr<const plan::Plan> p = planForCall(call, &inPlace);
+  return synth::simulate(*p, fabric()).timeUs;
 }
 
 Communicator::~Communicator() {
@@ -213,6 +271,39 @@ uint32_t Communicator::nextCollectiveTag(const Call& c) {
   return static_cast<uint32_t>(h ^ (h >> 32));
 }
 
+std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bool* inPlaceOut) {
+  plan::Spec spec;
+  spec.coll = call.coll;
+  spec.nranks = nranks_;
+  spec.root = call.root;
+  spec.count = call.count;
+  spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
+  const bool inPlace = inPlaceCall(call, rank_, spec.elemSize);
+  *inPlaceOut = inPlace;
+  const bool scalesInput = call.op >= kNumBuiltinOps ||
+                           (call.op == static_cast<int>(RedOp::kAvg) && isFloating(call.type));
+  const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, inPlace, scalesInput};
+  {
+    std::lock_guard<std::mutex> lock(planMu_);
+    auto hit = shapePlans_.find(shape);
+    if (hit != shapePlans_.end()) return hit->second;
+  }
+  std::shared_ptr<const plan::Plan> plan;
+  select::Choice choice = selector_->choose(spec, select::CallTraits{inPlace, scalesInput});
+  // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
+  choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
+  planFor(spec, choice, &plan);
+  if (choice.chunkPlan)
+    WEFT_INFO(TUNING, "rank %d: %s of %lu x %u bytes%s uses %s from %s", rank_,
+              plan::collectiveName(spec.coll), static_cast<unsigned long>(spec.count),
+              spec.elemSize, inPlace ? " in place" : "", choice.algorithm.c_str(),
+              choice.chunkPlanSource.c_str());
+  std::lock_guard<std::mutex> lock(planMu_);
+  if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
+  shapePlans_.emplace(shape, plan);
+  return plan;
+}
+
 exec::Work Communicator::collectiveWork(const Call& call) {
   plan::Spec spec;
   spec.coll = call.coll;
@@ -221,29 +312,8 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   spec.count = call.count;
   spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
   exec::Work w;
-  const bool inPlace = inPlaceCall(call, rank_, spec.elemSize);
-  const bool scalesInput = call.op >= kNumBuiltinOps ||
-                           (call.op == static_cast<int>(RedOp::kAvg) && isFloating(call.type));
-  const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, inPlace, scalesInput};
-  {
-    std::lock_guard<std::mutex> lock(planMu_);
-    auto hit = shapePlans_.find(shape);
-    if (hit != shapePlans_.end()) w.plan = hit->second;
-  }
-  if (!w.plan) {
-    select::Choice choice = selector_->choose(spec, select::CallTraits{inPlace, scalesInput});
-    // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
-    choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
-    planFor(spec, choice, &w.plan);
-    if (choice.chunkPlan)
-      WEFT_INFO(TUNING, "rank %d: %s of %lu x %u bytes%s uses %s from %s", rank_,
-                plan::collectiveName(spec.coll), static_cast<unsigned long>(spec.count),
-                spec.elemSize, inPlace ? " in place" : "", choice.algorithm.c_str(),
-                choice.chunkPlanSource.c_str());
-    std::lock_guard<std::mutex> lock(planMu_);
-    if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
-    shapePlans_.emplace(shape, w.plan);
-  }
+  bool inPlace = false;
+  w.plan = planForCall(call, &inPlace);
   const plan::Plan& p = *w.plan;
   if (!p.outOfPlaceSafe && !inPlace)
     fail(Status::kInternalError, "plan " + p.algorithm + " only runs in place");
@@ -263,7 +333,7 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   // A library plan's name is part of the tag: ranks that chose different plans (plan directories
   // that differ between processes, say) fail with a mismatch instead of mixing their messages.
   uint32_t planTag = 0;
-  if (p.algorithm.compare(0, 6, "msccl:") == 0) {
+  if (p.algorithm.compare(0, 6, "msccl:") == 0 || p.algorithm.compare(0, 6, "synth:") == 0) {
     planTag = 2166136261u;
     for (char c : p.algorithm) planTag = (planTag ^ static_cast<uint8_t>(c)) * 16777619u;
   }

@@ -14,6 +14,7 @@
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
 #include "src/topo/system.h"
+#include "synth/model/fabric.h"
 #include "transports/base/transport.h"
 
 namespace weft::core {
@@ -67,9 +68,22 @@ class Communicator : public exec::ConnectionSource {
   // The system topology: every rank's host graph, joined by the network, ranks placed on nodes.
   const topo::SystemTopology& topology() const { return *topology_; }
 
+  // The ranks' fabric for the cost model: from the topology (synth/auto/rank_fabric.h), or,
+  // where the ranks do not map onto it, every pair linked at the selector's default rate.
+  const synth::Fabric& fabric();
+  // The cost model's time for one call in microseconds: the plan the call would run (the same
+  // selection as collectiveWork), simulated on fabric(); nothing is executed. Send / Recv: one
+  // transfer over the route to the peer.
+  double estimateUs(const Call& call);
+  // Where the synthesized plans came from ("" when synthesis is off or nothing won).
+  const std::string& synthOrigin() const { return synthOrigin_; }
+
  private:
   const plan::Plan& planFor(const plan::Spec& spec, const select::Choice& choice,
                             std::shared_ptr<const plan::Plan>* holder);
+  // The plan of a collective call (cached by shape); sets *inPlace.
+  std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
+  void attachSynthesizedPlans();
   uint32_t nextCollectiveTag(const Call& call);
 
   CommConfig cfg_;
@@ -83,6 +97,9 @@ class Communicator : public exec::ConnectionSource {
   transport::ConnectContext ctx_;
   std::shared_ptr<const topo::SystemTopology> topology_;
   std::unique_ptr<select::Selector> selector_;
+  std::string synthOrigin_;
+  std::once_flag fabricOnce_;
+  std::unique_ptr<synth::Fabric> fabric_;
 
   std::mutex connMu_;
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;

@@ -1,5 +1,6 @@
 #include "src/core/group.h"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 #include <vector>
@@ -155,6 +156,32 @@ Status groupEnd(std::string* why) {
   }
   if (calls.empty()) return Status::kSuccess;
   return launch(calls, why);
+}
+
+Status groupSimulateEnd(double* estimatedUs, std::string* why) {
+  *estimatedUs = 0;
+  if (gGroup.depth == 0) {
+    *why = "ncclGroupSimulateEnd called without a matching ncclGroupStart";
+    return Status::kInvalidUsage;
+  }
+  if (--gGroup.depth > 0) return Status::kSuccess;
+  auto jobs = std::move(gGroup.jobs);
+  auto calls = std::move(gGroup.calls);
+  gGroup.jobs.clear();
+  gGroup.calls.clear();
+  if (!jobs.empty()) {
+    Status st = runJobs(jobs, why);
+    if (st != Status::kSuccess) return st;
+  }
+  std::map<Communicator*, double> perComm;
+  try {
+    for (const Call& c : calls) perComm[c.comm] += c.comm->estimateUs(c);
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+  for (const auto& [comm, us] : perComm) *estimatedUs = std::max(*estimatedUs, us);
+  return Status::kSuccess;
 }
 
 Status submit(const Call& call, std::string* why) {

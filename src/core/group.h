@@ -13,6 +13,11 @@ void groupStart();
 // Ends one nesting level; the outermost End launches everything collected.
 Status groupEnd(std::string* why);
 int groupDepth();
+// ncclGroupSimulateEnd: ends one nesting level like groupEnd, but the outermost level runs only
+// the deferred jobs (communicator init) and, instead of launching the collected calls, sets
+// *estimatedUs to the cost model's time for them: per communicator the calls' times summed in
+// order, the slowest communicator over all (they run concurrently). Nothing is executed.
+Status groupSimulateEnd(double* estimatedUs, std::string* why);
 
 // Runs `call` now (blocking on a null stream, queued on a host stream) or, inside a group,
 // collects it for the group's End.

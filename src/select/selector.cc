@@ -59,7 +59,7 @@ AlgoFilter::AlgoFilter(const std::string& text) {
     while (std::getline(names, name, ',')) {
       name = canonicalAlgorithm(name);
       if (!name.empty()) {
-        if (!algo::find(name) && name != kLibraryAlgorithm)
+        if (!algo::find(name) && name != kLibraryAlgorithm && name != kSynthAlgorithm)
           WEFT_WARN(TUNING, "NCCL_ALGO: unknown algorithm '%s' ignored", name.c_str());
         else
           rule.names.push_back(name);
@@ -164,6 +164,11 @@ void Selector::setLibrary(std::shared_ptr<const PlanLibrary> library, uint64_t s
   slotBytes_ = slotBytes;
 }
 
+void Selector::setSynthesized(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes) {
+  synth_ = std::move(library);
+  slotBytes_ = slotBytes;
+}
+
 Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   Choice best;
   double bestTime = std::numeric_limits<double>::infinity();
@@ -188,27 +193,31 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
     }
   }
   if (best.algorithm == "hier") best.options.hostOf = hostOf_;
+  LibraryQuery q;
+  q.coll = spec.coll;
+  q.nranks = nranks_;
+  q.root = spec.root;
+  q.count = spec.count;
+  q.elemSize = spec.elemSize;
+  q.inPlace = call.inPlace;
+  q.scalesInput = call.scalesInput;
+  q.slotBytes = slotBytes_;
+  // A forced "msccl" or "synth" leaves no built-in choice above (bestTime is the fallback's).
+  const bool forced = !filter_.allows(spec.coll, best.algorithm);
+  auto libraryChoice = [](const char* prefix, const LibraryPlan& hit) {
+    Choice lib;
+    lib.algorithm = std::string(prefix) + ":" + hit.plan->name + "#" + std::to_string(hit.id);
+    lib.chunkPlan = hit.plan;
+    lib.chunkPlanSource = hit.source;
+    return lib;
+  };
   if (library_ && !library_->empty() && filter_.allows(spec.coll, kLibraryAlgorithm)) {
-    LibraryQuery q;
-    q.coll = spec.coll;
-    q.nranks = nranks_;
-    q.root = spec.root;
-    q.count = spec.count;
-    q.elemSize = spec.elemSize;
-    q.inPlace = call.inPlace;
-    q.scalesInput = call.scalesInput;
-    q.slotBytes = slotBytes_;
     const LibraryPlan* hit = library_->match(q);
-    // A forced "msccl" leaves no built-in choice above (bestTime is the fallback's).
-    const bool forced = !filter_.allows(spec.coll, best.algorithm);
-    if (hit && (hit->predictedUs == 0 || forced || hit->predictedUs < bestTime)) {
-      Choice lib;
-      lib.algorithm = std::string(kLibraryAlgorithm) + ":" + hit->plan->name + "#" +
-                      std::to_string(hit->id);
-      lib.chunkPlan = hit->plan;
-      lib.chunkPlanSource = hit->source;
-      return lib;
-    }
+    if (hit && (hit->predictedUs == 0 || forced || hit->predictedUs < bestTime))
+      return libraryChoice(kLibraryAlgorithm, *hit);
+  }
+  if (synth_ && !synth_->empty() && filter_.allows(spec.coll, kSynthAlgorithm)) {
+    if (const LibraryPlan* hit = synth_->match(q)) return libraryChoice(kSynthAlgorithm, *hit);
   }
   return best;
 }
@@ -231,6 +240,7 @@ std::string Selector::table() const {
     }
   }
   if (library_ && !library_->empty()) out << "\n" << library_->describe();
+  if (synth_ && !synth_->empty()) out << "\nsynthesized:\n" << synth_->describe();
   return out.str();
 }
 

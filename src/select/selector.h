@@ -25,8 +25,10 @@ struct CallTraits {
   bool scalesInput = false;  // PreMulSum (or float Avg): reads of the input are scaled
 };
 
-// The name NCCL_ALGO uses for plan library entries (MSCCL XML files, synthesized plans).
+// The name NCCL_ALGO uses for plan library entries (MSCCL XML files, plans added in code).
 inline constexpr const char* kLibraryAlgorithm = "msccl";
+// The name NCCL_ALGO uses for the plans synthesized for the communicator's topology at init.
+inline constexpr const char* kSynthAlgorithm = "synth";
 
 // Parsed NCCL_ALGO: "ring", "ring,tree", "^tree", "allreduce:tree;broadcast:ring".
 class AlgoFilter {
@@ -60,6 +62,12 @@ class Selector {
   Choice choose(const plan::Spec& spec, const CallTraits& call) const;
   // Plans to offer; `slotBytes` is the FIFO slot of the communicator (see plan_library.h).
   void setLibrary(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes);
+  // Plans synthesized for this communicator's topology (NCCL_ALGO name "synth"). Each carries
+  // the byte window where the synthesizer's simulation found it faster than the built-in ring
+  // on the fabric, a finer model than this selector's, so a match inside its window is taken
+  // (after MSCCL files without a predicted cost, which always win where they match).
+  void setSynthesized(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes);
+  bool hasSynthesized() const { return synth_ && !synth_->empty(); }
   // Ranks span hosts: `hostOf` labels each rank's host; `net` models one hop between hosts (the
   // constructor's model stays the link inside a host). Enables the hierarchical algorithms.
   void setHosts(const std::vector<int>& hostOf, LinkModel net);
@@ -76,6 +84,7 @@ class Selector {
   int hosts_ = 1, maxLocal_ = 1;
   LinkModel net_;
   std::shared_ptr<const PlanLibrary> library_;
+  std::shared_ptr<const PlanLibrary> synth_;
   uint64_t slotBytes_ = 128 * 1024;
 };
 

@@ -1,5 +1,6 @@
 #include "synth/auto/synthesize.h"
 
+#include <chrono>
 #include <cmath>
 #include <map>
 
@@ -82,7 +83,16 @@ std::vector<SelectedPlan> selectPlans(const Fabric& fabric, const SelectionOptio
                                       std::vector<std::string>* skipped) {
   std::vector<SelectedPlan> out;
   const auto& sizes = options.sizes;
+  const auto t0 = std::chrono::steady_clock::now();
   for (Collective coll : options.colls) {
+    const double spent =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (options.budgetSeconds > 0 && spent > options.budgetSeconds) {
+      if (skipped)
+        skipped->push_back("time budget of " + std::to_string(options.budgetSeconds) +
+                           " s spent before " + plan::collectiveName(coll));
+      break;
+    }
     struct Candidate {
       Method method;
       plan::ChunkPlan plan;

@@ -51,6 +51,9 @@ struct SelectionOptions {
   std::vector<uint64_t> sizes = {1u << 20, 16u << 20, 256u << 20};
   double minGain = 0.05;
   SimOptions sim;
+  // Seconds selectPlans may spend (0: no limit): collectives not started by then are skipped,
+  // with a note starting "time budget".
+  double budgetSeconds = 0;
 };
 
 // For each collective, the candidates simulated against the built-in ring at every size; each run
