@@ -3,6 +3,9 @@
 // does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "src/common/error.h"
 #include "src/plan/verifier.h"
 #include "synth/model/bounds.h"
@@ -74,6 +77,57 @@ TEST(ExactLower, SmallGraphPlansVerify) {
   SOLVE_OR_SKIP(t, triangle, kAllGather, 2, 3, 3, 30);
   ASSERT_EQ(t.status, SolveStatus::kSat);
   expectVerifies(triangle, *t.schedule);
+}
+
+TEST(ExactLower, RandomGraphPlansVerify) {
+  // Small random graphs (3-5 ranks, links of 0-2 units, symmetric or not): every point of every
+  // collective's frontier lowers to a plan the verifier accepts, and so do the duals of the
+  // allgather points where links go both ways.
+  std::mt19937 rng(20240601);
+  int plans = 0;
+  for (int iter = 0; iter < 12; ++iter) {
+    const int n = 3 + static_cast<int>(rng() % 3);
+    const bool undirected = rng() % 2;
+    std::vector<std::vector<int>> units(n, std::vector<int>(n, 0));
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b && (!undirected || a < b)) {
+          const int u = std::min(2, static_cast<int>(rng() % 4));
+          units[a][b] = u;
+          if (undirected) units[b][a] = u;
+        }
+    const RankGraph g = rankGraphFromMatrix(units, "random" + std::to_string(iter));
+    bool connected = true, bothWays = true;
+    for (const auto& row : g.hops())
+      for (int h : row) connected = connected && h >= 0;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) bothWays = bothWays && (units[a][b] > 0) == (units[b][a] > 0);
+    if (!connected) continue;
+    for (plan::Collective coll :
+         {plan::Collective::kAllGather, plan::Collective::kAlltoAll, plan::Collective::kBroadcast}) {
+      ParetoOptions o;
+      o.maxChunks = 2;
+      o.maxExtraRounds = 2;
+      o.timeoutSec = 10;
+      const ParetoResult p =
+          paretoFrontier(g, {coll, static_cast<int>(rng() % n)}, o);
+      for (const ParetoPoint& pt : p.points) {
+        EXPECT_EQ(testing::replay(g, pt.schedule), "") << g.describe();
+        const plan::ChunkPlan cp = lowerToChunkPlan(g, pt.schedule);
+        EXPECT_EQ(plan::verifyMessage(plan::instantiate(cp, 2 * cp.chunksPerLoop)), "")
+            << g.describe() << pt.schedule.describe();
+        ++plans;
+        if (coll != plan::Collective::kAllGather || !bothWays) continue;
+        for (plan::Collective dual : {plan::Collective::kReduceScatter, plan::Collective::kAllReduce}) {
+          const plan::ChunkPlan d = lowerCombining(g, pt.schedule, dual);
+          EXPECT_EQ(plan::verifyMessage(plan::instantiate(d, d.chunksPerLoop)), "")
+              << d.name << "\n" << g.describe() << pt.schedule.describe();
+          ++plans;
+        }
+      }
+    }
+  }
+  EXPECT_GT(plans, 20);
 }
 
 TEST(ExactLower, BrokenSchedulesAreRejected) {
