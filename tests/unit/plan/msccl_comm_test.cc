@@ -23,23 +23,15 @@ namespace {
 const std::string kMsccl = WEFT_SHARED_MSCCL;
 
 // The log is the only window on which plan ran: route INFO (INIT, TUNING) to a file before the
-// logger reads its configuration.
+// logger reads its configuration. Nothing is created until the first line is logged.
 std::string logPath() {
-  static const std::string path = [] {
-    char dir[] = "/tmp/weft-msccl-log-XXXXXX";
-    std::string d = mkdtemp(dir) ? dir : "/tmp";
-    return d + "/log.txt";
-  }();
+  static const std::string path = "/tmp/weft-msccl-test-" + std::to_string(getpid()) + ".log";
   return path;
 }
 // Removes the log when the tests are done.
 class LogCleanup : public ::testing::Environment {
  public:
-  void TearDown() override {
-    const std::string path = logPath();
-    unlink(path.c_str());
-    rmdir(path.substr(0, path.rfind('/')).c_str());
-  }
+  void TearDown() override { unlink(logPath().c_str()); }
 };
 const bool kLogConfigured = [] {
   setenv("NCCL_DEBUG", "INFO", 1);
