@@ -52,8 +52,7 @@ Instance makeInstance(const CollectiveSpec& spec, int nranks, int chunks) {
       in.inputChunks = c;
       in.outputChunks = n * c;
       for (int r = 0; r < nranks; ++r)
-        for (uint64_t j = 0; j < c; ++j)
-          in.chunkInfo.push_back({r, others(r), j, r * c + j, true});
+        for (uint64_t j = 0; j < c; ++j) in.chunkInfo.push_back({r, others(r), j, r * c + j, true});
       break;
     case Collective::kAlltoAll:
       // Piece j of what rank s sends to rank d sits at input[d*C + j] of s and lands at
@@ -76,7 +75,8 @@ Instance makeInstance(const CollectiveSpec& spec, int nranks, int chunks) {
       in.chunksPerLoop = c;
       in.inputChunks = c;
       in.outputChunks = c;
-      for (uint64_t j = 0; j < c; ++j) in.chunkInfo.push_back({spec.root, others(spec.root), j, j, true});
+      for (uint64_t j = 0; j < c; ++j)
+        in.chunkInfo.push_back({spec.root, others(spec.root), j, j, true});
       break;
     default:
       throw Error(Status::kInvalidArgument,

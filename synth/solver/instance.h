@@ -27,8 +27,8 @@ struct ChunkInfo {
 struct Instance {
   CollectiveSpec spec;
   int nranks = 0;
-  int chunks = 1;                 // C: pieces per rank's share
-  uint64_t chunksPerLoop = 1;     // MSCCL nchunksperloop of the lowered plan
+  int chunks = 1;                              // C: pieces per rank's share
+  uint64_t chunksPerLoop = 1;                  // MSCCL nchunksperloop of the lowered plan
   uint64_t inputChunks = 0, outputChunks = 0;  // per rank (broadcast: the same on every rank)
   std::vector<ChunkInfo> chunkInfo;
 };
@@ -41,6 +41,7 @@ std::string describe(const CollectiveSpec& spec);
 
 // The chunk that rank permutation `perm` maps chunk k to (perm[r]: the image of rank r), or -1
 // when the permutation does not preserve the collective (a broadcast whose root moves).
-int mapChunk(const Instance& instance, const std::vector<int>& perm, int k);  // "allgather", "broadcast(root=2)", ...
+int mapChunk(const Instance& instance, const std::vector<int>& perm,
+             int k);  // "allgather", "broadcast(root=2)", ...
 
 }  // namespace weft::synth::solver

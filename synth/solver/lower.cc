@@ -16,10 +16,10 @@ using plan::Step;
 using plan::StepRef;
 
 [[noreturn]] void reject(const Schedule& s, const std::string& what) {
-  throw Error(Status::kInvalidArgument, "lowering " + describe(s.instance.spec) + " schedule (S=" +
-                                            std::to_string(s.steps) + " R=" +
-                                            std::to_string(s.rounds) + " C=" +
-                                            std::to_string(s.instance.chunks) + "): " + what);
+  throw Error(Status::kInvalidArgument,
+              "lowering " + describe(s.instance.spec) + " schedule (S=" + std::to_string(s.steps) +
+                  " R=" + std::to_string(s.rounds) + " C=" + std::to_string(s.instance.chunks) +
+                  "): " + what);
 }
 
 // One chunk crossing one link: either a copy (the receiver stores it) or a partial sum (the
@@ -64,7 +64,8 @@ class Builder {
 // its output.
 class Placement {
  public:
-  Placement(const Instance& in, plan::Collective coll) : in_(in), coll_(coll), scratch_(in.nranks) {}
+  Placement(const Instance& in, plan::Collective coll)
+      : in_(in), coll_(coll), scratch_(in.nranks) {}
 
   Ref held(int k, int n) {
     const ChunkInfo& c = in_.chunkInfo[k];
@@ -113,7 +114,7 @@ std::vector<Move> dealChannels(const RankGraph& graph, const Schedule& schedule,
   std::stable_sort(moves.begin(), moves.end(), [](const Move& x, const Move& y) {
     return std::tie(x.stage, x.from, x.to, x.chunk) < std::tie(y.stage, y.from, y.to, y.chunk);
   });
-  using Time = std::pair<int, int>;  // (stage, round within it)
+  using Time = std::pair<int, int>;           // (stage, round within it)
   std::map<std::pair<int, int>, Time> ready;  // (chunk, rank) -> when its data is complete there
   std::vector<Move> ordered;
   for (size_t begin = 0; begin < moves.size();) {
@@ -141,16 +142,16 @@ std::vector<Move> dealChannels(const RankGraph& graph, const Schedule& schedule,
 }
 
 std::string defaultName(const Schedule& s, plan::Collective coll) {
-  return "sccl-" + std::string(plan::collectiveName(coll)) + "-s" + std::to_string(s.steps) +
-         "-r" + std::to_string(s.rounds) + "-c" + std::to_string(s.instance.chunks);
+  return "sccl-" + std::string(plan::collectiveName(coll)) + "-s" + std::to_string(s.steps) + "-r" +
+         std::to_string(s.rounds) + "-c" + std::to_string(s.instance.chunks);
 }
 
 void checkSends(const Schedule& schedule) {
   for (const ChunkSend& m : schedule.sends)
     if (m.step < 0 || m.step >= schedule.steps || m.chunk < 0 ||
         m.chunk >= static_cast<int>(schedule.instance.chunkInfo.size()))
-      reject(schedule, "a send names step " + std::to_string(m.step) + " chunk " +
-                           std::to_string(m.chunk));
+      reject(schedule,
+             "a send names step " + std::to_string(m.step) + " chunk " + std::to_string(m.chunk));
 }
 
 // Every send's sender holds the chunk before the step: its source, or it received it earlier.
@@ -265,7 +266,8 @@ plan::ChunkPlan lowerToChunkPlan(const RankGraph& graph, const Schedule& schedul
   // Alltoall receives into slots of the shared buffer that may not have been sent yet.
   cp.inPlace = in.spec.coll != plan::Collective::kAlltoAll;
   std::vector<Move> moves;
-  for (const ChunkSend& m : schedule.sends) moves.push_back({m.step, m.from, m.to, m.chunk, false, 0});
+  for (const ChunkSend& m : schedule.sends)
+    moves.push_back({m.step, m.from, m.to, m.chunk, false, 0});
   Builder builder(cp);
   Placement place(in, in.spec.coll);
   std::map<std::pair<int, int>, StepRef> ready;
@@ -340,7 +342,8 @@ plan::ChunkPlan lowerCombining(const RankGraph& graph, const Schedule& allgather
   for (const Move& m : moves) {
     if (!m.reduce) continue;
     const int owner = in.chunkInfo[m.chunk].source;
-    if (m.from == owner) reject(allgather, "chunk " + std::to_string(m.chunk) + " returns to its source");
+    if (m.from == owner)
+      reject(allgather, "chunk " + std::to_string(m.chunk) + " returns to its source");
     if (sent[{m.chunk, m.from}]++)
       reject(allgather, "chunk " + std::to_string(m.chunk) + " reaches rank " +
                             std::to_string(m.from) + " twice");
@@ -391,8 +394,8 @@ plan::ChunkPlan lowerCombining(const RankGraph& graph, const Schedule& allgather
     const int owner = in.chunkInfo[k].source;
     for (int r = 0; r < n; ++r)
       if (r != owner && !sent.count({k, r}))
-        reject(allgather, "rank " + std::to_string(r) + " never contributes to chunk " +
-                              std::to_string(k));
+        reject(allgather,
+               "rank " + std::to_string(r) + " never contributes to chunk " + std::to_string(k));
   }
   if (allreduce) {
     // The allgather starts from each owner's finished sum.
@@ -403,7 +406,8 @@ plan::ChunkPlan lowerCombining(const RankGraph& graph, const Schedule& allgather
     for (int k = 0; k < static_cast<int>(chunks); ++k)
       for (int d : in.chunkInfo[k].destinations)
         if (!ready.count({k, d}))
-          reject(allgather, "chunk " + std::to_string(k) + " never reaches rank " + std::to_string(d));
+          reject(allgather,
+                 "chunk " + std::to_string(k) + " never reaches rank " + std::to_string(d));
   }
   for (int r = 0; r < n; ++r) {
     cp.programs[r].inputChunks = chunks;

@@ -73,18 +73,16 @@ std::string RankGraph::describe() const {
   return out.str();
 }
 
-RankGraph rankGraphFromMatrix(const std::vector<std::vector<int>>& units,
-                              const std::string& name) {
+RankGraph rankGraphFromMatrix(const std::vector<std::vector<int>>& units, const std::string& name) {
   RankGraph g;
   g.name = name;
   g.nranks = static_cast<int>(units.size());
   if (g.nranks == 0) throw Error(Status::kInvalidArgument, "rank graph '" + name + "' is empty");
   for (int a = 0; a < g.nranks; ++a) {
     if (static_cast<int>(units[a].size()) != g.nranks)
-      throw Error(Status::kInvalidArgument,
-                  "rank graph '" + name + "': row " + std::to_string(a) + " has " +
-                      std::to_string(units[a].size()) + " entries, expected " +
-                      std::to_string(g.nranks));
+      throw Error(Status::kInvalidArgument, "rank graph '" + name + "': row " + std::to_string(a) +
+                                                " has " + std::to_string(units[a].size()) +
+                                                " entries, expected " + std::to_string(g.nranks));
     for (int b = 0; b < g.nranks; ++b) {
       if (units[a][b] < 0)
         throw Error(Status::kInvalidArgument, "rank graph '" + name + "': link " +

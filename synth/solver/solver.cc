@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "src/common/error.h"
 
@@ -15,9 +15,12 @@ namespace weft::synth::solver {
 
 const char* solveStatusName(SolveStatus s) {
   switch (s) {
-    case SolveStatus::kSat: return "sat";
-    case SolveStatus::kUnsat: return "unsat";
-    case SolveStatus::kUnknown: return "unknown";
+    case SolveStatus::kSat:
+      return "sat";
+    case SolveStatus::kUnsat:
+      return "unsat";
+    case SolveStatus::kUnknown:
+      return "unknown";
   }
   return "?";
 }
@@ -96,9 +99,9 @@ class Encoding {
       if (static_cast<int>(fixed_.size()) != S_ ||
           std::accumulate(fixed_.begin(), fixed_.end(), 0) != R_ ||
           *std::min_element(fixed_.begin(), fixed_.end()) < 1)
-        throw Error(Status::kInvalidArgument,
-                    "exact synthesis: roundsPerStep must be " + std::to_string(S_) +
-                        " values >= 1 summing to " + std::to_string(R_));
+        throw Error(Status::kInvalidArgument, "exact synthesis: roundsPerStep must be " +
+                                                  std::to_string(S_) + " values >= 1 summing to " +
+                                                  std::to_string(R_));
     }
     linkAt_.assign(N() * N(), -1);
     for (int l = 0; l < L(); ++l) linkAt_[links_[l].from * N() + links_[l].to] = l;
@@ -172,9 +175,9 @@ class Encoding {
     for (int a = 0; ok && a < N(); ++a)
       for (int b = 0; ok && b < N(); ++b) ok = g_.capacity[p[a]][p[b]] == g_.capacity[a][b];
     if (!ok)
-      throw Error(Status::kInvalidArgument,
-                  "exact synthesis: a symmetry is not an automorphism of rank graph '" + g_.name +
-                      "'");
+      throw Error(
+          Status::kInvalidArgument,
+          "exact synthesis: a symmetry is not an automorphism of rank graph '" + g_.name + "'");
   }
 
   z3::expr lit(int id) {
@@ -239,22 +242,29 @@ class Encoding {
     std::vector<std::vector<int>> chunkImage(group_.size(), std::vector<int>(K()));
     for (size_t gi = 0; gi < group_.size(); ++gi)
       for (int k = 0; k < K(); ++k) chunkImage[gi][k] = mapChunk(in_, group_[gi], k);
-    assignVars(x_, x_.size(), [&](size_t key) {
-      std::vector<size_t> out;
-      const int s = key % S_, l = (key / S_) % L(), k = key / S_ / L();
-      for (size_t gi = 0; gi < group_.size(); ++gi) {
-        const Perm& p = group_[gi];
-        out.push_back(xKey(chunkImage[gi][k], linkAt_[p[links_[l].from] * N() + p[links_[l].to]], s));
-      }
-      return out;
-    }, "x");
-    assignVars(has_, has_.size(), [&](size_t key) {
-      std::vector<size_t> out;
-      const int t = key % (S_ + 1), n = (key / (S_ + 1)) % N(), k = key / (S_ + 1) / N();
-      for (size_t gi = 0; gi < group_.size(); ++gi)
-        out.push_back(hasKey(chunkImage[gi][k], group_[gi][n], t));
-      return out;
-    }, "h");
+    assignVars(
+        x_, x_.size(),
+        [&](size_t key) {
+          std::vector<size_t> out;
+          const int s = key % S_, l = (key / S_) % L(), k = key / S_ / L();
+          for (size_t gi = 0; gi < group_.size(); ++gi) {
+            const Perm& p = group_[gi];
+            out.push_back(
+                xKey(chunkImage[gi][k], linkAt_[p[links_[l].from] * N() + p[links_[l].to]], s));
+          }
+          return out;
+        },
+        "x");
+    assignVars(
+        has_, has_.size(),
+        [&](size_t key) {
+          std::vector<size_t> out;
+          const int t = key % (S_ + 1), n = (key / (S_ + 1)) % N(), k = key / (S_ + 1) / N();
+          for (size_t gi = 0; gi < group_.size(); ++gi)
+            out.push_back(hasKey(chunkImage[gi][k], group_[gi][n], t));
+          return out;
+        },
+        "h");
 
     // Rounds: r_s >= 1, summing to R.
     for (int s = 0; s < S_; ++s) {
@@ -350,8 +360,8 @@ class Encoding {
           if (x == kFalse && y == kFalse) continue;
           const z3::expr ex = lit(x), ey = lit(y);
           solver_.add(z3::implies(equalSoFar, ex || !ey));
-          z3::expr next = ctx_.bool_const(
-              ("lex" + std::to_string(k) + "_" + std::to_string(aux++)).c_str());
+          z3::expr next =
+              ctx_.bool_const(("lex" + std::to_string(k) + "_" + std::to_string(aux++)).c_str());
           solver_.add(z3::implies(equalSoFar && ex == ey, next));
           equalSoFar = next;
         }
@@ -427,8 +437,8 @@ void checkShape(int steps, int rounds) {
                 "exact synthesis: steps must be at least 1, got " + std::to_string(steps));
   if (rounds < steps)
     throw Error(Status::kInvalidArgument, "exact synthesis: rounds (" + std::to_string(rounds) +
-                                              ") must be at least steps (" +
-                                              std::to_string(steps) + ")");
+                                              ") must be at least steps (" + std::to_string(steps) +
+                                              ")");
 }
 
 }  // namespace
@@ -463,16 +473,16 @@ std::vector<std::vector<int>> automorphisms(const RankGraph& graph, size_t limit
   return found;  // the identity comes first: every rank tries itself first
 }
 
-SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps,
-                          int rounds, int chunks, const SolveOptions& options) {
+SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps, int rounds,
+                          int chunks, const SolveOptions& options) {
   checkShape(steps, rounds);
   const Instance instance = makeInstance(spec, graph.nranks, chunks);
   Encoding encoding(graph, instance, steps, rounds, options);
   return encoding.solve(options.timeoutSec);
 }
 
-SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps,
-                          int rounds, int chunks, double timeoutSec) {
+SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps, int rounds,
+                          int chunks, double timeoutSec) {
   checkShape(steps, rounds);
   const Instance instance = makeInstance(spec, graph.nranks, chunks);
   SolveOptions fullOptions;
@@ -502,8 +512,7 @@ SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, in
   if (fullResult.status != SolveStatus::kUnknown) stop(sym);
   symThread.join();
   SolveResult& answer = symResult.status == SolveStatus::kSat ? symResult : fullResult;
-  answer.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  answer.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::move(answer);
 }
 

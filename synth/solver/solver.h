@@ -27,8 +27,9 @@ struct Schedule {
   Instance instance;
   int steps = 0, rounds = 0;
   std::vector<int> roundsPerStep;  // r_s, summing to `rounds`
-  std::vector<ChunkSend> sends;    // sorted by (step, from, to, chunk); one arrival per chunk and rank
-  std::string describe() const;    // one line per step
+  // Sorted by (step, from, to, chunk); a chunk arrives at a rank at most once.
+  std::vector<ChunkSend> sends;
+  std::string describe() const;  // one line per step
 };
 
 enum class SolveStatus { kSat, kUnsat, kUnknown };
@@ -37,7 +38,7 @@ const char* solveStatusName(SolveStatus s);  // "sat", "unsat", "unknown"
 struct SolveResult {
   SolveStatus status = SolveStatus::kUnknown;
   std::optional<Schedule> schedule;  // set when sat
-  double seconds = 0;                // wall time of the Z3 calls
+  double seconds = 0;                // wall time of the solve
   bool symmetric = false;            // the schedule came from the symmetric search
   std::string reason;                // Z3's reason for unknown (a timeout, ...)
 };
@@ -59,16 +60,16 @@ struct SolveOptions {
 };
 
 // Solves one (steps, rounds, chunks) instance exactly as `options` say.
-SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps,
-                          int rounds, int chunks, const SolveOptions& options);
+SolveResult solveEncoding(const RankGraph& graph, const CollectiveSpec& spec, int steps, int rounds,
+                          int chunks, const SolveOptions& options);
 
 // Solves one (steps, rounds, chunks) instance: a search invariant under the graph's automorphisms
 // (up to 64; fast where a symmetric schedule exists) and the full search, which alone decides
 // unsat, run side by side (two threads) until one answers. timeoutSec <= 0 means no limit; past
-// it the result is kUnknown. Throws weft::Error(kInvalidArgument) for steps < 1, rounds < steps, chunks < 1 or an
-// unsupported collective.
-SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps,
-                          int rounds, int chunks, double timeoutSec = 0);
+// it the result is kUnknown. Throws weft::Error(kInvalidArgument) for steps < 1, rounds < steps,
+// chunks < 1 or an unsupported collective.
+SolveResult solveInstance(const RankGraph& graph, const CollectiveSpec& spec, int steps, int rounds,
+                          int chunks, double timeoutSec = 0);
 
 // A rational bound.
 struct Ratio {
@@ -87,10 +88,10 @@ int stepsLowerBound(const RankGraph& graph, const CollectiveSpec& spec);
 Ratio roundsPerChunkLowerBound(const RankGraph& graph, const CollectiveSpec& spec);
 
 struct ParetoOptions {
-  int maxChunks = 8;        // largest C tried
-  int maxSteps = 0;         // largest S tried; 0 = step lower bound + 2
-  int maxExtraRounds = 6;   // R goes up to S + maxExtraRounds
-  double timeoutSec = 10;   // per instance; an instance past it counts as not solved
+  int maxChunks = 8;       // largest C tried
+  int maxSteps = 0;        // largest S tried; 0 = step lower bound + 2
+  int maxExtraRounds = 6;  // R goes up to S + maxExtraRounds
+  double timeoutSec = 10;  // per instance; an instance past it counts as not solved
 };
 
 struct ParetoAttempt {

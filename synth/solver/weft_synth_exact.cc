@@ -4,8 +4,8 @@
 //   weft-synth-exact --topology tests/golden/topologies/dgx1-v100.xml pareto --max-chunks 6
 //   weft-synth-exact --matrix "0,1,1;1,0,1;1,1,0" --coll broadcast --root 1 solve 1 1 1
 #include <cstdlib>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -103,7 +103,8 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* {
       if (i + 1 >= argc)
-        throw weft::Error(weft::Status::kInvalidArgument, "weft-synth-exact: " + a + " needs a value");
+        throw weft::Error(weft::Status::kInvalidArgument,
+                          "weft-synth-exact: " + a + " needs a value");
       return argv[++i];
     };
     if (a == "-h" || a == "--help") {
@@ -117,12 +118,19 @@ int run(int argc, char** argv) {
       args.matrix = value();
     } else if (a == "--coll") {
       const std::string c = value();
-      if (c == "allgather") args.spec.coll = weft::plan::Collective::kAllGather;
-      else if (c == "alltoall") args.spec.coll = weft::plan::Collective::kAlltoAll;
-      else if (c == "broadcast") args.spec.coll = weft::plan::Collective::kBroadcast;
-      else if (c == "reducescatter") args.combining = weft::plan::Collective::kReduceScatter;
-      else if (c == "allreduce") args.combining = weft::plan::Collective::kAllReduce;
-      else throw weft::Error(weft::Status::kInvalidArgument, "weft-synth-exact: unknown collective '" + c + "'");
+      if (c == "allgather")
+        args.spec.coll = weft::plan::Collective::kAllGather;
+      else if (c == "alltoall")
+        args.spec.coll = weft::plan::Collective::kAlltoAll;
+      else if (c == "broadcast")
+        args.spec.coll = weft::plan::Collective::kBroadcast;
+      else if (c == "reducescatter")
+        args.combining = weft::plan::Collective::kReduceScatter;
+      else if (c == "allreduce")
+        args.combining = weft::plan::Collective::kAllReduce;
+      else
+        throw weft::Error(weft::Status::kInvalidArgument,
+                          "weft-synth-exact: unknown collective '" + c + "'");
     } else if (a == "--root") {
       args.spec.root = number(value(), "root");
     } else if (a == "--timeout") {
@@ -196,8 +204,8 @@ int run(int argc, char** argv) {
               << " the bandwidth bound):\n";
     for (const ParetoPoint& pt : p.points) {
       const Schedule& s = pt.schedule;
-      std::cout << "  S=" << s.steps << " R=" << s.rounds << " C=" << s.instance.chunks
-                << ": cost " << s.steps << " alpha + " << s.rounds << "/" << s.instance.chunks
+      std::cout << "  S=" << s.steps << " R=" << s.rounds << " C=" << s.instance.chunks << ": cost "
+                << s.steps << " alpha + " << s.rounds << "/" << s.instance.chunks
                 << " L beta, found in " << pt.seconds << " s\n";
       report(graph, s, args);
     }

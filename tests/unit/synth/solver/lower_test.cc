@@ -1,6 +1,8 @@
 // Lowering solved schedules to ChunkPlans: the plans pass the symbolic verifier at several
 // counts, and the simulator's predicted times order the two DGX-1 points as SCCL's cost model
 // does.
+#include "synth/solver/lower.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include "synth/model/bounds.h"
 #include "synth/model/cost_model.h"
 #include "synth/model/simulator.h"
-#include "synth/solver/lower.h"
 #include "tests/unit/synth/solver/solver_support.h"
 
 namespace weft::synth::solver {
@@ -28,7 +29,8 @@ void expectVerifies(const RankGraph& g, const Schedule& s) {
   for (uint64_t mult : {1, 2, 5}) {
     const uint64_t count = mult * s.instance.chunks;
     EXPECT_EQ(plan::verifyMessage(plan::instantiate(cp, count)), "")
-        << cp.name << " at count " << count << "\n" << s.describe();
+        << cp.name << " at count " << count << "\n"
+        << s.describe();
   }
   if (s.instance.chunks > 1) {
     EXPECT_THROW(plan::instantiate(cp, s.instance.chunks + 1), Error);
@@ -57,8 +59,8 @@ TEST(ExactLower, Dgx1BandwidthOptimalPlanVerifies) {
 }
 
 TEST(ExactLower, SmallGraphPlansVerify) {
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
   SOLVE_OR_SKIP(a, ring, {plan::Collective::kAlltoAll, 0}, 2, 2, 1, 30);
   ASSERT_EQ(a.status, SolveStatus::kSat);
   expectVerifies(ring, *a.schedule);
@@ -103,14 +105,13 @@ TEST(ExactLower, RandomGraphPlansVerify) {
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b) bothWays = bothWays && (units[a][b] > 0) == (units[b][a] > 0);
     if (!connected) continue;
-    for (plan::Collective coll :
-         {plan::Collective::kAllGather, plan::Collective::kAlltoAll, plan::Collective::kBroadcast}) {
+    for (plan::Collective coll : {plan::Collective::kAllGather, plan::Collective::kAlltoAll,
+                                  plan::Collective::kBroadcast}) {
       ParetoOptions o;
       o.maxChunks = 2;
       o.maxExtraRounds = 2;
       o.timeoutSec = 10;
-      const ParetoResult p =
-          paretoFrontier(g, {coll, static_cast<int>(rng() % n)}, o);
+      const ParetoResult p = paretoFrontier(g, {coll, static_cast<int>(rng() % n)}, o);
       for (const ParetoPoint& pt : p.points) {
         EXPECT_EQ(testing::replay(g, pt.schedule), "") << g.describe();
         const plan::ChunkPlan cp = lowerToChunkPlan(g, pt.schedule);
@@ -118,10 +119,12 @@ TEST(ExactLower, RandomGraphPlansVerify) {
             << g.describe() << pt.schedule.describe();
         ++plans;
         if (coll != plan::Collective::kAllGather || !bothWays) continue;
-        for (plan::Collective dual : {plan::Collective::kReduceScatter, plan::Collective::kAllReduce}) {
+        for (plan::Collective dual :
+             {plan::Collective::kReduceScatter, plan::Collective::kAllReduce}) {
           const plan::ChunkPlan d = lowerCombining(g, pt.schedule, dual);
           EXPECT_EQ(plan::verifyMessage(plan::instantiate(d, d.chunksPerLoop)), "")
-              << d.name << "\n" << g.describe() << pt.schedule.describe();
+              << d.name << "\n"
+              << g.describe() << pt.schedule.describe();
           ++plans;
         }
       }
@@ -131,8 +134,8 @@ TEST(ExactLower, RandomGraphPlansVerify) {
 }
 
 TEST(ExactLower, BrokenSchedulesAreRejected) {
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, ring, kAllGather, 3, 3, 1, 30);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   Schedule s = *r.schedule;
@@ -180,11 +183,13 @@ void expectCombiningVerifies(const RankGraph& g, const Schedule& allgather) {
   const plan::ChunkPlan rs = lowerCombining(g, allgather, plan::Collective::kReduceScatter);
   for (uint64_t count : {uint64_t(c), uint64_t(3 * c)})
     EXPECT_EQ(plan::verifyMessage(plan::instantiate(rs, count)), "")
-        << rs.name << " at count " << count << "\n" << allgather.describe();
+        << rs.name << " at count " << count << "\n"
+        << allgather.describe();
   const plan::ChunkPlan ar = lowerCombining(g, allgather, plan::Collective::kAllReduce);
   for (uint64_t count : {uint64_t(n * c), uint64_t(2 * n * c)})
     EXPECT_EQ(plan::verifyMessage(plan::instantiate(ar, count)), "")
-        << ar.name << " at count " << count << "\n" << allgather.describe();
+        << ar.name << " at count " << count << "\n"
+        << allgather.describe();
 }
 
 TEST(ExactLowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
@@ -201,8 +206,8 @@ TEST(ExactLowerCombining, Dgx1ReduceScatterAndAllReduceVerify) {
 }
 
 TEST(ExactLowerCombining, DirectedRingReduceScatterUsesTheTransposedGraph) {
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, transposed(ring), kAllGather, 3, 3, 1, 30);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   const plan::ChunkPlan rs = lowerCombining(ring, *r.schedule, plan::Collective::kReduceScatter);

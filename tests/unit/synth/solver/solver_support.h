@@ -28,21 +28,23 @@ inline const SolveResult& dgx1AllGather(int steps, int rounds, int chunks) {
   auto key = std::make_tuple(steps, rounds, chunks);
   auto it = solved.find(key);
   if (it == solved.end())
-    it = solved.emplace(key, solveInstance(dgx1(), {plan::Collective::kAllGather, 0}, steps,
-                                           rounds, chunks, 60)).first;
+    it = solved
+             .emplace(key, solveInstance(dgx1(), {plan::Collective::kAllGather, 0}, steps, rounds,
+                                         chunks, 60))
+             .first;
   return it->second;
 }
 
-#define DGX1_OR_SKIP(result, S, R, C)                                                  \
-  const SolveResult& result = testing::dgx1AllGather(S, R, C);                          \
-  if (result.status == SolveStatus::kUnknown)                                          \
-    GTEST_SKIP() << "Z3 gave up (" << result.reason << ") after " << result.seconds << " s"
+#define DGX1_OR_SKIP(result, S, R, C)                          \
+  const SolveResult& result = testing::dgx1AllGather(S, R, C); \
+  if (result.status == SolveStatus::kUnknown)                  \
+  GTEST_SKIP() << "Z3 gave up (" << result.reason << ") after " << result.seconds << " s"
 
 // Solves and skips the test when Z3 gives up (a slow machine), so a timeout is never a failure.
-#define SOLVE_OR_SKIP(result, ...)                                                     \
-  SolveResult result = solveInstance(__VA_ARGS__);                                     \
-  if (result.status == SolveStatus::kUnknown)                                          \
-    GTEST_SKIP() << "Z3 gave up (" << result.reason << ") after " << result.seconds << " s"
+#define SOLVE_OR_SKIP(result, ...)                 \
+  SolveResult result = solveInstance(__VA_ARGS__); \
+  if (result.status == SolveStatus::kUnknown)      \
+  GTEST_SKIP() << "Z3 gave up (" << result.reason << ") after " << result.seconds << " s"
 
 // Replays `s` step by step: a rank sends only chunks it held before the step, a link of u units
 // carries at most u * r_s chunks in step s, the rounds sum to R, and every destination ends up
@@ -77,7 +79,8 @@ inline std::string replay(const RankGraph& g, const Schedule& s) {
   }
   for (int c = 0; c < k; ++c)
     for (int d : in.chunkInfo[c].destinations)
-      if (!has[c][d]) return "chunk " + std::to_string(c) + " never reaches rank " + std::to_string(d);
+      if (!has[c][d])
+        return "chunk " + std::to_string(c) + " never reaches rank " + std::to_string(d);
   return "";
 }
 

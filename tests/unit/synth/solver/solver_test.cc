@@ -35,7 +35,8 @@ TEST(ExactRankGraph, FromFabricUsesOnlyDirectLinks) {
   // A GPU subset: ranks 0, 1, 3 of the DGX-1 (double link 1-3, single 0-3).
   FabricOptions o;
   o.gpus = {0, 1, 3};
-  const RankGraph sub = rankGraphFromFabric(fabricFromTopology(testing::golden("dgx1-v100.xml"), o));
+  const RankGraph sub =
+      rankGraphFromFabric(fabricFromTopology(testing::golden("dgx1-v100.xml"), o));
   EXPECT_EQ(sub.capacity, (std::vector<std::vector<int>>{{0, 2, 1}, {2, 0, 2}, {1, 2, 0}}));
 }
 
@@ -60,8 +61,8 @@ TEST(ExactBounds, Dgx1AllGatherNeedsTwoStepsAndSevenSixthsRoundsPerChunk) {
 
 TEST(ExactBounds, RingsAndBroadcast) {
   // Unidirectional 4-ring: 3 steps, and each rank takes in 3 shares over one unit.
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   EXPECT_EQ(stepsLowerBound(ring, kAllGather), 3);
   EXPECT_EQ(roundsPerChunkLowerBound(ring, kAllGather).text(), "3/1");
   // Broadcast from 0 on a path 0-1-2: two steps, one chunk per round through each cut.
@@ -179,8 +180,8 @@ TEST(ExactSmallGraphs, TriangleAllGatherInOneStep) {
 }
 
 TEST(ExactSmallGraphs, UnidirectionalRingNeedsThreeStepsOfOneRound) {
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}, "ring4");
   SOLVE_OR_SKIP(r, ring, kAllGather, 3, 3, 1, 30);
   ASSERT_EQ(r.status, SolveStatus::kSat);
   EXPECT_EQ(replay(ring, *r.schedule), "");
@@ -197,8 +198,8 @@ TEST(ExactSmallGraphs, UnidirectionalRingNeedsThreeStepsOfOneRound) {
 
 TEST(ExactSmallGraphs, AlltoallAndBroadcast) {
   // Bidirectional 4-ring: alltoall between opposite ranks needs a relay.
-  const RankGraph ring = rankGraphFromMatrix(
-      {{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
+  const RankGraph ring =
+      rankGraphFromMatrix({{0, 1, 0, 1}, {1, 0, 1, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}}, "biring4");
   const CollectiveSpec a2a{plan::Collective::kAlltoAll, 0};
   EXPECT_EQ(stepsLowerBound(ring, a2a), 2);
   SOLVE_OR_SKIP(r, ring, a2a, 2, 2, 1, 30);
