@@ -32,7 +32,7 @@ struct InitInfo {
   transport::PeerInfo peer;
   uint64_t slotBytes;
   uint32_t slots;
-  uint32_t pad;
+  uint32_t synthMode;  // WEFT_SYNTH (synth_plans.h); rank 0's applies to every rank
 };
 
 // Whether a call is in place as NCCL defines it: the same buffer, or for allgather /
@@ -74,6 +74,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   transport::publishEndpoints(&ctx_, &infos[rank].peer);
   infos[rank].slotBytes = static_cast<uint64_t>(env::getInt("WEFT_SLOT_BYTES"));
   infos[rank].slots = static_cast<uint32_t>(env::getInt("WEFT_SLOTS"));
+  infos[rank].synthMode = synthesisMode();
   boot_->allgather(infos.data(), sizeof(InitInfo));
   for (const auto& i : infos) peers_.push_back(i.peer);
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
@@ -97,6 +98,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.bells = &peerBells_;
   ctx_.slotBytes = std::max<uint64_t>(4096, infos[0].slotBytes / 64 * 64);
   ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
+  synthMode_ = infos[0].synthMode;
   ctx_.timeout = cfg.timeout;
   sendSeq_.assign(nranks, 0);
   recvSeq_.assign(nranks, 0);
@@ -134,7 +136,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
     selector_->setHosts(hostOf, net);
   }
-  if (synthesisEnabled(*topology_)) attachSynthesizedPlans();
+  if (synthesisEnabled(synthMode_, *topology_)) attachSynthesizedPlans();
   if (rank == 0) {
     static std::once_flag envOnce;
     std::call_once(envOnce, [] { env::dump(); });
@@ -145,29 +147,48 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
 
 void Communicator::attachSynthesizedPlans() {
   // Synthesis is an optimisation: whatever goes wrong, init goes on with the built-in plans.
+  SynthPlans plans;
+  std::string skipped;
   try {
     std::string why;
-    std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why);
-    if (!f) {
-      if (rank_ == 0) WEFT_INFO(INIT, "synthesized plans: none (%s)", why.c_str());
-      return;
-    }
-    SynthPlans plans = synthesizedPlans(*f);
-    if (rank_ == 0 && !plans.notes.empty())
-      WEFT_INFO(INIT, "synthesized plans: %s", plans.notes.c_str());
-    if (!plans.library) {
-      if (rank_ == 0)
-        WEFT_INFO(INIT, "synthesized plans: none beats the ring (%s)", plans.origin.c_str());
-      return;
-    }
-    synthOrigin_ = plans.origin;
-    selector_->setSynthesized(plans.library, ctx_.slotBytes);
-    if (rank_ == 0)
-      WEFT_INFO(INIT, "synthesized plans from %s:\n%s", plans.origin.c_str(),
-                plans.library->describe().c_str());
+    if (std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why))
+      plans = synthesizedPlans(*f);
+    else
+      skipped = why;
   } catch (const std::exception& e) {
-    if (rank_ == 0) WEFT_INFO(INIT, "synthesized plans: skipped (%s)", e.what());
+    skipped = e.what();
   }
+  // Every rank must run the same plans (processes synthesize on their own; a time budget or a
+  // cache can make them differ): keep them only when every rank holds the same.
+  std::vector<uint64_t> digests(nranks_);
+  digests[rank_] = plans.digest;
+  boot_->allgather(digests.data(), sizeof(uint64_t));
+  for (uint64_t d : digests)
+    if (d != digests[0]) {
+      if (rank_ == 0)
+        WEFT_INFO(INIT, "synthesized plans: not used (ranks synthesized different plans)");
+      return;
+    }
+  if (rank_ != 0) {
+    if (plans.library) {
+      synthOrigin_ = plans.origin;
+      selector_->setSynthesized(plans.library, ctx_.slotBytes);
+    }
+    return;
+  }
+  if (!skipped.empty()) {
+    WEFT_INFO(INIT, "synthesized plans: none (%s)", skipped.c_str());
+    return;
+  }
+  if (!plans.notes.empty()) WEFT_INFO(INIT, "synthesized plans: %s", plans.notes.c_str());
+  if (!plans.library) {
+    WEFT_INFO(INIT, "synthesized plans: none beats the ring (%s)", plans.origin.c_str());
+    return;
+  }
+  synthOrigin_ = plans.origin;
+  selector_->setSynthesized(plans.library, ctx_.slotBytes);
+  WEFT_INFO(INIT, "synthesized plans from %s:\n%s", plans.origin.c_str(),
+            plans.library->describe().c_str());
 }
 
 const synth::Fabric& Communicator::fabric() {

@@ -84,6 +84,7 @@ class Communicator : public exec::ConnectionSource {
   // The plan of a collective call (cached by shape); sets *inPlace.
   std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
   void attachSynthesizedPlans();
+  uint32_t synthMode_ = 0;  // rank 0's WEFT_SYNTH
   uint32_t nextCollectiveTag(const Call& call);
 
   CommConfig cfg_;

@@ -6,17 +6,32 @@
 #include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
+#include "src/plan/msccl_xml.h"
 #include "synth/auto/plan_cache.h"
 #include "synth/auto/rank_fabric.h"
 
 namespace weft::core {
 
-bool synthesisEnabled(const topo::SystemTopology& system) {
+uint32_t synthesisMode() {
   const std::string mode = env::get("WEFT_SYNTH");
-  if (mode == "1" || mode == "on") return true;
-  if (mode == "0" || mode == "off") return false;
+  if (mode == "1" || mode == "on") return 1;
+  if (mode == "0" || mode == "off") return 0;
   if (mode != "auto") WEFT_WARN(INIT, "WEFT_SYNTH='%s' is not 0, 1 or auto; using auto", mode.c_str());
+  return 2;
+}
+
+bool synthesisEnabled(uint32_t mode, const topo::SystemTopology& system) {
+  if (mode <= 1) return mode == 1;
   return synth::worthSynthesizing(system);
+}
+
+uint64_t libraryDigest(const select::PlanLibrary* library) {
+  if (!library) return 0;
+  uint64_t h = 1469598103934665603ull;
+  for (const select::LibraryPlan& p : library->plans())
+    for (unsigned char c : plan::exportMsccl(*p.plan) + p.source + std::to_string(p.predictedUs))
+      h = (h ^ c) * 1099511628211ull;
+  return h | 1;  // never 0
 }
 
 namespace {
@@ -94,6 +109,7 @@ SynthPlans synthesizedPlans(const synth::Fabric& fabric) {
     out.origin = "synthesized in " + std::to_string(sel.seconds) + " s" +
                  (sel.dir.empty() ? "" : ", stored in " + sel.dir);
   out.notes = joined(sel.notes);
+  out.digest = libraryDigest(out.library.get());
   Live& entry = live[key];
   entry.library = out.library;
   entry.empty = !out.library;

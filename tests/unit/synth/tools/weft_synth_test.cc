@@ -131,6 +131,23 @@ TEST_F(SynthTool, HostRanksOfABuildMachine) {
   EXPECT_EQ(importAndVerify(dir + "/vm").nranks, 4);
 }
 
+TEST_F(SynthTool, ExactMethodWhereZ3IsBuilt) {
+  const ToolRun r = run("--topo " + topo("dgx1-v100.xml") +
+                        " --coll allgather --method exact --sizes 1G --timeout 30 --out " + dir +
+                        "/exact");
+#ifdef WEFT_SYNTH_HAVE_Z3
+  ASSERT_EQ(r.status, 0) << r.out;
+  // SCCL's bandwidth-optimal (3, 7, 6) schedule: at the cut bound.
+  const std::vector<double> big = row(r.out, 1ull << 30);
+  ASSERT_GE(big.size(), 8u) << r.out;
+  EXPECT_GE(big[5], 0.99) << r.out;
+  EXPECT_EQ(importAndVerify(dir + "/exact").nranks, 8);
+#else
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("Z3 was not found"), std::string::npos) << r.out;
+#endif
+}
+
 TEST_F(SynthTool, BadArgumentsExitTwoWithAMessage) {
   const std::string dgx1 = topo("dgx1-v100.xml");
   struct Case {
