@@ -238,6 +238,11 @@ int run(int argc, char** argv) {
   weft::topo::XmlReadOptions xo;
   xo.rates = weft::topo::LinkRates::byName(args.rates);
   const weft::topo::Topology topology = weft::topo::readTopologyFile(args.topo, xo);
+  const bool hasGpus = !topology.find(weft::topo::NodeKind::kGpu).empty();
+  if (args.ranks > 0 && hasGpus)
+    usageError("--ranks is for machines without GPUs; " + args.topo + " has GPUs (use --gpus)");
+  if (!args.gpus.empty() && !hasGpus)
+    usageError("--gpus: " + args.topo + " has no GPUs (use --ranks for host ranks)");
   synth::FabricOptions fo;
   if (!args.gpus.empty()) fo.gpus = parseGpus(args.gpus);
   if (args.ranks > 0) fo.hostRanksPerHost = args.ranks;

@@ -163,6 +163,8 @@ TEST_F(SynthTool, BadArgumentsExitTwoWithAMessage) {
       {"--topo " + dgx1 + " --coll allgather --sizes 1G:1K", "below the smallest"},
       {"--topo " + dgx1 + " --coll broadcast --root 8", "--root 8"},
       {"--coll allgather", "--topo FILE is required"},
+      {"--topo " + dgx1 + " --coll allgather --ranks 4", "--ranks is for machines without GPUs"},
+      {"--topo " + topo("build-vm.xml") + " --coll allgather --gpus 0,1", "has no GPUs"},
       {"--topo " + dgx1 + " --coll allgather --frobnicate", "unknown argument '--frobnicate'"},
   };
   for (const Case& c : cases) {
