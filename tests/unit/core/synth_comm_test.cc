@@ -222,6 +222,20 @@ TEST(SynthComm, GroupSimulateEndEstimatesWithoutRunning) {
   expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 1000, 0, false});
 }
 
+TEST(SynthComm, GroupSimulateEndOfSendAndRecv) {
+  Comms comms(2);  // GPUs 0 and 1 of the DGX-1: two NVLinks, 50 GB/s
+  const size_t count = 1 << 18;  // 1 MiB of floats
+  std::vector<float> data(count, 3.0f), out(count, -1.0f);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(data.data(), count, ncclFloat32, 1, comms.get()[0], nullptr), ncclSuccess);
+  ASSERT_EQ(ncclRecv(out.data(), count, ncclFloat32, 0, comms.get()[1], nullptr), ncclSuccess);
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  ASSERT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_GT(info.estimatedTime, 1048576 / 50e3);  // 21 us at 50 GB/s, plus the latency
+  EXPECT_LT(info.estimatedTime, 1048576 / 50e3 + 5);
+  for (float v : out) ASSERT_EQ(v, -1.0f);
+}
+
 TEST(SynthComm, GroupSimulateEndRejectsMisuse) {
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclInvalidUsage);  // no group
