@@ -2,8 +2,10 @@
 """Weft against the peers a CPU user would pick instead, side by side in one run.
 
 For each collective and rank count, one after the other in the same invocation:
-  weft     build/perf/<coll>_perf under build/perf/weftrun -n N (nccl-tests table; out-of-place
-           busbw is the number compared, in-place is recorded too)
+  weft     build/perf/<coll>_perf -y 1 under build/perf/weftrun -n N (nccl-tests table; blocking
+           calls like the MPI and Gloo calls they are compared with; the out-of-place busbw is the
+           number compared, except for broadcast, where MPI_Bcast and Gloo's broadcast work on one
+           buffer and Weft's in-place column is compared; both columns are recorded)
   openmpi  mpirun.openmpi ... mpi_bench_openmpi   (MPI_Allreduce, MPI_Allgather,
   mpich    mpirun.mpich ... mpi_bench_mpich        MPI_Reduce_scatter_block, MPI_Bcast, MPI_Alltoall)
   gloo     gloo_bench: allreduce ring / ring_chunked / halving_doubling; allgather, broadcast,
@@ -210,7 +212,7 @@ def measure_weft(args, runner, coll, n, sizes):
         if elements(coll, size, n) == 0:
             continue
         base = [weftrun, "-n", str(n), tool, "-b", str(size), "-e", str(size), "-a", "3", "-c", "1",
-                "-T", str(args.weft_timeout)]
+                "-y", "1", "-T", str(args.weft_timeout)]
         if prev is None or size > 4 * prev[0]:
             ok, out = runner.run("weft_%s_n%d_%s_probe" % (coll, n, size),
                                  base + ["-n", "2", "-w", "1"], args.weft_timeout + 30)
@@ -346,9 +348,15 @@ def best_peer_at(rows, size, key):
         cands, key=lambda r: r["time_us"])
 
 
-def weft_at(rows, size, algo="out-of-place"):
+def compared_variant(coll):
+    """The Weft column compared with the peers: the one with the peers' buffer semantics."""
+    return "in-place" if coll == "broadcast" else "out-of-place"
+
+
+def weft_at(rows, size, algo=None):
     for r in rows:
-        if r["lib"] == "weft" and r["algo"] == algo and r["bytes"] == size:
+        if (r["lib"] == "weft" and r["algo"] == (algo or compared_variant(r["coll"])) and
+                r["bytes"] == size):
             return r
     return None
 
@@ -386,7 +394,8 @@ def ratio_table(coll, n, rows):
 def latency_row(rows):
     """(size, weft row, best peer row) at the smallest size Weft measured (8 B, or the smallest
     multiple of nranks floats for the split collectives)."""
-    sizes = sorted(r["bytes"] for r in rows if r["lib"] == "weft" and r["algo"] == "out-of-place")
+    sizes = sorted(r["bytes"] for r in rows
+                   if r["lib"] == "weft" and r["algo"] == compared_variant(r["coll"]))
     if not sizes:
         return None
     size = sizes[0]
@@ -706,7 +715,7 @@ def report(out_dir, log, plots):
                 text += ratio_table(coll, n, by[(coll, n)]) + [""]
     blines, bound = bound_lines(by, mem_rows)
     text += blines + [""]
-    text.append("## Summary (Weft out-of-place; best peer per size; ratio > 1: Weft faster)")
+    text.append("## Summary (Weft out-of-place, broadcast in-place; best peer per size; ratio > 1: Weft faster)")
     text += summary_table(by, colls, ranks) + [""]
     if failures:
         text.append("## Failed runs")
