@@ -94,7 +94,7 @@ WEFT_EXPORT ncclResult_t weftCommInitFromEnv(ncclComm_t* comm) {
                "WEFT_MASTER_ADDR, WEFT_MASTER_PORT)");
     size = api::parseInt(sizeText, sizeVar, 1, 1 << 24);
     rank = api::parseInt(rankText, rankVar, 0, size - 1);
-    const int portNum = api::parseInt(port, portVar, 1, 65535);
+    api::parseInt(port, portVar, 1, 65535);
     if (!local.empty()) api::parseInt(local, localVar, 0, size - 1);
 
     // "host:port", "1.2.3.4:port" or "[v6]:port"; a bare IPv6 address needs brackets.

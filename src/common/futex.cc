@@ -46,10 +46,7 @@ namespace {
 std::atomic<bool> gOversubscribed{false};
 }  // namespace
 
-void noteRanksOnHost(int ranks) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+void noteRanksOnHost(int ranks, int cpus) {
   if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (ranks > cpus) gOversubscribed.store(true, std::memory_order_relaxed);
 }

@@ -31,10 +31,11 @@ inline void cpuRelax() {
 #endif
 }
 
-// Ranks of this host outnumber the CPUs this process may run on: waiters then yield at every
-// poll (a peer that shares the core runs at once) and keep yielding longer before they sleep,
-// since a futex wake-up costs more than a turn of the run queue. Set at communicator init.
-void noteRanksOnHost(int ranks);
+// Ranks of this host outnumber the CPUs they may run on together (the union of their
+// affinities): waiters then yield at every poll (a peer that shares the core runs at once) and
+// keep yielding longer before they sleep, since a futex wake-up costs more than a turn of the
+// run queue. Set at communicator init (cpu_placement).
+void noteRanksOnHost(int ranks, int cpus);
 bool oversubscribed();
 
 // Spin-then-yield phase of a polling loop; says when it is time to sleep instead.

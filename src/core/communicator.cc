@@ -10,6 +10,7 @@
 #include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
+#include "src/core/cpu_placement.h"
 #include "src/core/synth_plans.h"
 #include "src/plan/chunk_plan.h"
 #include "synth/auto/rank_fabric.h"
@@ -33,6 +34,7 @@ struct InitInfo {
   uint64_t slotBytes;
   uint32_t slots;
   uint32_t synthMode;  // WEFT_SYNTH (synth_plans.h); rank 0's applies to every rank
+  CpuMask cpus;        // the process's affinity (cpu_placement.h)
 };
 
 // Whether a call is in place as NCCL defines it: the same buffer, or for allgather /
@@ -75,18 +77,19 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   infos[rank].slotBytes = static_cast<uint64_t>(env::getInt("WEFT_SLOT_BYTES"));
   infos[rank].slots = static_cast<uint32_t>(env::getInt("WEFT_SLOTS"));
   infos[rank].synthMode = synthesisMode();
+  infos[rank].cpus = CpuMask::ofThisProcess();
   boot_->allgather(infos.data(), sizeof(InitInfo));
   for (const auto& i : infos) peers_.push_back(i.peer);
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
   // Only ranks on this host have a doorbell this rank can map (tcp rings the local one).
-  int ranksOnHost = 0;
+  std::vector<LocalRank> local;
   for (int r = 0; r < nranks; ++r) {
-    if (peers_[r].hostHash == peers_[rank].hostHash) ++ranksOnHost;
-    if (r != rank && peers_[r].hostHash == peers_[rank].hostHash)
-      peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
+    if (peers_[r].hostHash != peers_[rank].hostHash) continue;
+    local.push_back({r, peers_[r].pid, peers_[r].processHash, infos[r].cpus});
+    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
   }
-  noteRanksOnHost(ranksOnHost);
+  placeRanksOnHost(local, rank);
   boot_->barrier();
   bell_->unlink();
 

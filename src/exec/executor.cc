@@ -38,6 +38,11 @@ struct Outstanding {
   const char* end;
 };
 
+// advance(): progressed, and the lane should let the others run before it goes on.
+constexpr int kYieldLane = 2;
+// Local copies and reductions go this many bytes at a time between the other lanes' steps.
+constexpr uint64_t kLocalSliceBytes = 256 * 1024;
+
 // Smallest slice sent by reference instead of by copy (WEFT_RDV_BYTES).
 size_t rendezvousBytes() {
   static const size_t v = static_cast<size_t>(env::getInt("WEFT_RDV_BYTES"));
@@ -73,6 +78,7 @@ class WorkRunner {
         if (r == 0) break;
         progress = true;
         if (ls.step == steps.size()) --remaining_;
+        if (r == kYieldLane) break;
       }
     }
     if (remaining_ == 0 && !outstanding_.empty() && !drained())
@@ -112,7 +118,7 @@ class WorkRunner {
     outstanding_.push_back({conn, conn->postedCount(), p, p + bytes});
   }
 
-  // 1: progressed, 0: blocked, -1: error.
+  // 1: progressed, kYieldLane: progressed partway through a local step, 0: blocked, -1: error.
   int advance(int lane, LaneState& ls, const plan::Step& s, Status* st, std::string* why,
               Stall* stall) {
     if (!ls.begun) {
@@ -125,12 +131,17 @@ class WorkRunner {
     }
     if (s.op == Op::kNop) return finishStep(ls);
     if (s.op == Op::kCopy || s.op == Op::kReduce) {
-      char* dst = ptr(s.dst, 0);
       // A copy onto itself (in-place) writes nothing, so a peer reading there is no obstacle.
-      bool noop = s.op == Op::kCopy && dst == ptr(s.src, 0) && !scaleFor(s.src);
-      if (!noop && busy(dst, dst + s.count * elemSize_)) return 0;
-      localStep(s);
-      return finishStep(ls);
+      if (s.op == Op::kCopy && ptr(s.dst, 0) == ptr(s.src, 0) && !scaleFor(s.src))
+        return finishStep(ls);
+      // Slice by slice, so the other lanes (sends peers are waiting for) move in between.
+      const uint64_t n = std::min(localSliceElems(), s.count - ls.done);
+      char* dst = ptr(s.dst, ls.done);
+      if (busy(dst, dst + n * elemSize_)) return 0;
+      localSlice(s, ls.done, n);
+      ls.done += n;
+      if (ls.done >= s.count) return finishStep(ls);
+      return kYieldLane;
     }
     size_t slot = (ls.send ? ls.send : ls.recv)->slotBytes();
     if (ls.send && ls.recv) slot = std::min(slot, ls.recv->slotBytes());
@@ -230,16 +241,17 @@ class WorkRunner {
     return bounce_.data();
   }
 
-  void localStep(const plan::Step& s) {
-    if (s.count == 0) return;
-    char* dst = ptr(s.dst, 0);
-    const char* src = ptr(s.src, 0);
+  uint64_t localSliceElems() const {
+    return std::max<uint64_t>(1, kLocalSliceBytes / elemSize_);
+  }
+
+  void localSlice(const plan::Step& s, uint64_t from, uint64_t n) {
+    if (n == 0) return;
+    char* dst = ptr(s.dst, from);
+    const char* src = ptr(s.src, from);
     const Scalar* scale = scaleFor(s.src);
-    if (s.op == Op::kCopy) {
-      if (dst != src || scale) copyElements(w_.type, dst, src, s.count, scale);
-    } else {
-      reduce(w_.type, w_.op, dst, dst, false, src, scale != nullptr, s.count, &w_.scalar);
-    }
+    if (s.op == Op::kCopy) copyElements(w_.type, dst, src, n, scale);
+    else reduce(w_.type, w_.op, dst, dst, false, src, scale != nullptr, n, &w_.scalar);
   }
 
   static int finishStep(LaneState& ls) {

@@ -1,0 +1,40 @@
+// Where a host's ranks run: whether they outnumber the CPUs they may use (waiters then yield
+// instead of spinning), and pinning each single-rank process to its own core so that two
+// spinning ranks never share one while another core idles (the scheduler's wake-up placement
+// otherwise parks them together for milliseconds at a time).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace weft {
+
+// A process's CPU affinity, as exchanged between ranks at init (CPUs 0..1023).
+struct CpuMask {
+  uint64_t words[16] = {};
+  static CpuMask ofThisProcess();
+  void unite(const CpuMask& o);
+  bool operator==(const CpuMask& o) const;
+  int count() const;
+};
+
+// One rank of this host, as the communicator sees it at init.
+struct LocalRank {
+  int rank = 0;
+  int32_t pid = 0;
+  uint64_t processHash = 0;  // equal iff the same process
+  CpuMask mask;
+};
+
+struct PlacementResult {
+  int cpus = 0;                // CPUs the host's ranks may use together
+  bool oversubscribed = false;  // more ranks than those CPUs
+  int pinnedCore = -1;          // the core this thread was bound to, -1 if not pinned
+};
+
+// Decides for rank `self` (an element of `local`, the ranks of this host in rank order) and, with
+// WEFT_PIN=1 (the default), binds the calling thread to one core when that helps: the ranks fit
+// on the cores, this process drives exactly one of them, no launcher bound it already (its mask
+// is everyone's union), and no earlier communicator of this process pinned it.
+PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self);
+
+}  // namespace weft
