@@ -350,9 +350,9 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   w.buffers = {const_cast<char*>(static_cast<const char*>(call.send)), static_cast<char*>(call.recv),
                nullptr};
   if (w.program->scratchElems > 0) {
-    auto scratch = std::make_shared<std::vector<char>>(w.program->scratchElems * es);
-    w.buffers[plan::kScratch] = scratch->data();
-    w.keep = scratch;
+    std::shared_ptr<char> scratch = scratch_->take(w.program->scratchElems * es);
+    w.buffers[plan::kScratch] = scratch.get();
+    w.keep = std::move(scratch);
   }
   // A library plan's name is part of the tag: ranks that chose different plans (plan directories
   // that differ between processes, say) fail with a mismatch instead of mixing their messages.

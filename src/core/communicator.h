@@ -11,6 +11,7 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/call.h"
+#include "src/core/scratch_pool.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
 #include "src/topo/system.h"
@@ -104,6 +105,8 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex connMu_;
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;
+
+  std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
 
   std::mutex planMu_;
   std::unordered_map<std::string, std::shared_ptr<const plan::Plan>> plans_;
