@@ -66,14 +66,13 @@ bool Backoff::spin() {
     sched_yield();
     return true;
   }
-  if ((spins_ & 15) != 0) {
-    for (int i = 0; i < 16; ++i) cpuRelax();
-    return true;
-  }
-  if (nowNs() - spinStartNs_ >= spinBudgetNs()) return false;
-  // Yield so a peer sharing this core (more ranks than cores) gets to run.
-  sched_yield();
-  return true;
+  // A short pause between polls: the data lands mid-pause otherwise, and a batch of pauses is
+  // a fair share of a sub-microsecond round trip. No yield: with a core per rank it is a
+  // wasted system call.
+  cpuRelax();
+  cpuRelax();
+  if ((spins_ & 63) != 0) return true;
+  return nowNs() - spinStartNs_ < spinBudgetNs();
 }
 
 }  // namespace weft

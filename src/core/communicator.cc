@@ -307,10 +307,15 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   const bool scalesInput = call.op >= kNumBuiltinOps ||
                            (call.op == static_cast<int>(RedOp::kAvg) && isFloating(call.type));
   const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, inPlace, scalesInput};
+  if (lastPlan_ && shape == lastShape_) return lastPlan_;
   {
     std::lock_guard<std::mutex> lock(planMu_);
     auto hit = shapePlans_.find(shape);
-    if (hit != shapePlans_.end()) return hit->second;
+    if (hit != shapePlans_.end()) {
+      lastShape_ = shape;
+      lastPlan_ = hit->second;
+      return hit->second;
+    }
   }
   std::shared_ptr<const plan::Plan> plan;
   select::Choice choice = selector_->choose(spec, select::CallTraits{inPlace, scalesInput});
@@ -325,17 +330,30 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   std::lock_guard<std::mutex> lock(planMu_);
   if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
   shapePlans_.emplace(shape, plan);
+  lastShape_ = shape;
+  lastPlan_ = plan;
   return plan;
 }
 
 exec::Work Communicator::collectiveWork(const Call& call) {
+  exec::Work w;
+  fillCollectiveWork(call, &w);
+  return w;
+}
+
+void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
+  // Every field is set, so a Work reused from an earlier call keeps only its vectors' capacity.
+  exec::Work& w = *out;
+  w.finish = nullptr;
+  w.keep.reset();
+  w.byReference = true;
+  w.scalar = Scalar{};
   plan::Spec spec;
   spec.coll = call.coll;
   spec.nranks = nranks_;
   spec.root = call.root;
   spec.count = call.count;
   spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
-  exec::Work w;
   bool inPlace = false;
   w.plan = planForCall(call, &inPlace);
   const plan::Plan& p = *w.plan;
@@ -347,8 +365,8 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   w.conns = this;
   w.abort = &aborted_;
   const size_t es = spec.elemSize;
-  w.buffers = {const_cast<char*>(static_cast<const char*>(call.send)), static_cast<char*>(call.recv),
-               nullptr};
+  w.buffers.assign({const_cast<char*>(static_cast<const char*>(call.send)),
+                    static_cast<char*>(call.recv), nullptr});
   if (w.program->scratchElems > 0) {
     std::shared_ptr<char> scratch = scratch_->take(w.program->scratchElems * es);
     w.buffers[plan::kScratch] = scratch.get();
@@ -393,7 +411,6 @@ exec::Work Communicator::collectiveWork(const Call& call) {
   } else {
     w.op = static_cast<RedOp>(call.op);
   }
-  return w;
 }
 
 exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {

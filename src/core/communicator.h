@@ -45,6 +45,8 @@ class Communicator : public exec::ConnectionSource {
 
   // Builds the executor's Work for one collective call.
   exec::Work collectiveWork(const Call& call);
+  // The same into an existing Work, reusing its storage (the per-call fast path).
+  void fillCollectiveWork(const Call& call, exec::Work* w);
   // Builds the Work for the point-to-point calls of one group (in call order).
   exec::Work p2pWork(const std::vector<Call>& calls);
 
@@ -129,6 +131,10 @@ class Communicator : public exec::ConnectionSource {
     }
   };
   std::unordered_map<CallShape, std::shared_ptr<const plan::Plan>, CallShapeHash> shapePlans_;
+  // The last call's shape and plan: a repeated call skips the map and its lock (calls on one
+  // communicator come from one thread at a time, as NCCL requires).
+  CallShape lastShape_;
+  std::shared_ptr<const plan::Plan> lastPlan_;
 
   uint64_t collSeq_ = 0;
   std::vector<uint64_t> sendSeq_, recvSeq_;

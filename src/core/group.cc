@@ -73,17 +73,43 @@ Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comm
   return r.status;
 }
 
-// One call outside a group: the common case, without the grouping maps.
-Status launchOne(std::vector<Call>& calls, std::string* why) {
-  std::vector<exec::Task> tasks;
-  std::vector<Communicator*> comms{calls.front().comm};
+// A blocking collective outside a group, the latency-critical case: its Task lives in storage
+// this thread reuses, so a call allocates nothing once the shapes repeat.
+Status runBlockingCollective(const Call& call, std::string* why) {
+  struct Reused {
+    std::vector<exec::Task> tasks = std::vector<exec::Task>(1);
+    std::vector<Communicator*> comms = std::vector<Communicator*>(1);
+  };
+  thread_local Reused r;
+  exec::Task& task = r.tasks.front();
+  task.bell = call.comm->bell();
+  task.units.resize(1);
+  r.comms.front() = call.comm;
   try {
-    tasks.push_back(buildTask(calls.front().comm, calls));
+    call.comm->fillCollectiveWork(call, &task.units.front());
   } catch (const Error& e) {
     *why = e.what();
     return e.code();
   }
-  void* stream = calls.front().stream;
+  Status st = runTasks(r.tasks, r.comms, why);
+  task.units.front().keep.reset();  // scratch back to its pool now
+  task.units.front().finish = nullptr;
+  return st;
+}
+
+// One call outside a group: the common case, without the grouping maps.
+Status launchOne(const Call& call, std::string* why) {
+  if (!call.stream && call.coll != plan::Collective::kSendRecv)
+    return runBlockingCollective(call, why);
+  std::vector<exec::Task> tasks;
+  std::vector<Communicator*> comms{call.comm};
+  try {
+    tasks.push_back(buildTask(call.comm, {call}));
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+  void* stream = call.stream;
   if (!stream) return runTasks(tasks, comms, why);
   auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
       std::move(tasks), std::move(comms));
@@ -93,7 +119,7 @@ Status launchOne(std::vector<Call>& calls, std::string* why) {
 }
 
 Status launch(std::vector<Call>& calls, std::string* why) {
-  if (calls.size() == 1) return launchOne(calls, why);
+  if (calls.size() == 1) return launchOne(calls.front(), why);
   // Group by communicator, keeping first-appearance order, then by stream.
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<Call>> byComm;
@@ -189,8 +215,7 @@ Status submit(const Call& call, std::string* why) {
     gGroup.calls.push_back(call);
     return Status::kSuccess;
   }
-  std::vector<Call> one{call};
-  return launch(one, why);
+  return launchOne(call, why);
 }
 
 Status deferOrRun(std::function<Status(std::string*)> job, std::string* why) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "src/common/clock.h"
 #include "src/common/env.h"
@@ -51,7 +52,9 @@ size_t rendezvousBytes() {
 
 class WorkRunner {
  public:
-  explicit WorkRunner(Work& w) : w_(w), lanes_(w.program->lanes.size()) {
+  // `lanes` is storage the caller reuses from run to run.
+  WorkRunner(Work& w, std::vector<LaneState>& lanes) : w_(w), lanes_(lanes) {
+    lanes_.assign(w.program->lanes.size(), LaneState{});
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
   }
@@ -262,7 +265,7 @@ class WorkRunner {
   }
 
   Work& w_;
-  std::vector<LaneState> lanes_;
+  std::vector<LaneState>& lanes_;
   std::vector<Outstanding> outstanding_;
   std::vector<char> bounce_;
   size_t elemSize_ = 1;
@@ -272,13 +275,15 @@ class WorkRunner {
 
 struct TaskState {
   size_t unit = 0;
-  std::unique_ptr<WorkRunner> runner;
+  std::optional<WorkRunner> runner;
   Stall stall;
+  std::vector<LaneState> lanes;  // the runner's, kept for the next run
 };
 
 bool startUnit(Task& t, TaskState& ts) {
   while (ts.unit < t.units.size()) {
-    ts.runner = std::make_unique<WorkRunner>(t.units[ts.unit]);
+    ts.runner.reset();
+    ts.runner.emplace(t.units[ts.unit], ts.lanes);
     ts.runner->begin();
     if (!ts.runner->complete()) return true;
     if (t.units[ts.unit].finish) t.units[ts.unit].finish();
@@ -293,10 +298,26 @@ void napNs(uint64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
+// Per-task state of this thread's runs, reused so a run allocates nothing once warm.
+std::vector<TaskState>& reusedStates(size_t tasks) {
+  thread_local std::vector<TaskState> states;
+  if (states.size() < tasks) states.resize(tasks);
+  for (size_t i = 0; i < tasks; ++i) {
+    states[i].unit = 0;
+    states[i].runner.reset();
+    states[i].stall = {};
+  }
+  return states;
+}
+
 // Drives a set of tasks; each poll advances every runnable lane once.
 class TaskSet {
  public:
-  explicit TaskSet(std::vector<Task>& tasks) : tasks_(tasks), states_(tasks.size()) {}
+  explicit TaskSet(std::vector<Task>& tasks)
+      : tasks_(tasks), states_(reusedStates(tasks.size())) {}
+  ~TaskSet() {
+    for (size_t i = 0; i < tasks_.size(); ++i) states_[i].runner.reset();
+  }
 
   // Starts the first unit of every task; false (and `error_`) on failure.
   bool start() {
@@ -393,7 +414,7 @@ class TaskSet {
 
  private:
   std::vector<Task>& tasks_;
-  std::vector<TaskState> states_;
+  std::vector<TaskState>& states_;
   size_t active_ = 0;
   RunResult error_;
 };
@@ -406,8 +427,8 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
   // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
   Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;
   Backoff backoff;
-  uint64_t lastProgress = nowNs();
-  uint64_t lastHealth = lastProgress;
+  // The clock is read only once spinning is over: a progressing run never reads it.
+  uint64_t stalledSince = 0, lastHealth = 0;
   const uint64_t timeoutNs = static_cast<uint64_t>(timeout.count()) * 1000000ull;
   uint32_t naps = 0;
 
@@ -417,17 +438,19 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
     if (progress) {
       backoff.reset();
       naps = 0;
-      lastProgress = nowNs();
+      stalledSince = 0;
       continue;
     }
+    if (backoff.spin()) continue;
+    // Waiting for real: check on the peers, then nap or sleep.
     if (!set.checkPoison()) return set.error();
-    uint64_t now = nowNs();
+    const uint64_t now = nowNs();
+    if (stalledSince == 0) stalledSince = lastHealth = now;
     if (now - lastHealth > 100000000ull) {  // check peers every 100 ms of stalling
       lastHealth = now;
       if (!set.checkHealth()) return set.error();
     }
-    if (now - lastProgress > timeoutNs) return set.timedOut(timeout);
-    if (backoff.spin()) continue;
+    if (now - stalledSince > timeoutNs) return set.timedOut(timeout);
     if (!bell) {
       napNs(++naps > 64 ? 50000 : 5000);
       continue;
@@ -440,7 +463,7 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
     if (set.failed()) return set.error();
     if (progress) {
       backoff.reset();
-      lastProgress = nowNs();
+      stalledSince = 0;
     }
   }
   return {};
