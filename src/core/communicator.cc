@@ -368,9 +368,16 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   w.buffers.assign({const_cast<char*>(static_cast<const char*>(call.send)),
                     static_cast<char*>(call.recv), nullptr});
   if (w.program->scratchElems > 0) {
-    std::shared_ptr<char> scratch = scratch_->take(w.program->scratchElems * es);
-    w.buffers[plan::kScratch] = scratch.get();
-    w.keep = std::move(scratch);
+    const size_t bytes = w.program->scratchElems * es;
+    if (bytes <= kInlineScratchBytes) {
+      // Small: the Work's own buffer, which a reused Work keeps from call to call.
+      if (w.inlineScratch.size() < bytes) w.inlineScratch.resize(bytes);
+      w.buffers[plan::kScratch] = w.inlineScratch.data();
+    } else {
+      std::shared_ptr<char> scratch = scratch_->take(bytes);
+      w.buffers[plan::kScratch] = scratch.get();
+      w.keep = std::move(scratch);
+    }
   }
   // A library plan's name is part of the tag: ranks that chose different plans (plan directories
   // that differ between processes, say) fail with a mismatch instead of mixing their messages.

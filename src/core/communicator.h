@@ -109,6 +109,7 @@ class Communicator : public exec::ConnectionSource {
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;
 
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
+  static constexpr size_t kInlineScratchBytes = 64 * 1024;  // smaller scratch lives in the Work
 
   std::mutex planMu_;
   std::unordered_map<std::string, std::shared_ptr<const plan::Plan>> plans_;

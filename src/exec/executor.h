@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "src/common/datatype.h"
@@ -38,11 +39,15 @@ struct Work {
   const std::atomic<bool>* abort = nullptr;
   std::function<void()> finish;            // runs on completion (e.g. integer Avg division)
   std::shared_ptr<void> keep;              // scratch memory and other per-run state
+  std::vector<char> inlineScratch;         // small scratch, kept when the Work is reused
   // Send large slices by reference. Off when a buffer this Work sends from overlaps one it
   // receives into outside the plan's own ordering (e.g. an in-place ncclSend/ncclRecv pair): a
   // receive there would wait for the peer to read, while the peer waits the same way.
   bool byReference = true;
 };
+
+// buffers may point into inlineScratch: a Work must be moved, never copied, once filled.
+static_assert(std::is_nothrow_move_constructible_v<Work>, "vectors of Work must move them");
 
 // A sequence of Works of one rank, run in order.
 struct Task {
