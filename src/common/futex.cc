@@ -1,9 +1,14 @@
 #include "src/common/futex.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
+
+#include <pthread.h>
+
+#include <mutex>
 #include <unistd.h>
 
 #include "src/common/clock.h"
@@ -16,8 +21,47 @@ static long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const times
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, ts, nullptr, 0);
 }
 
+namespace {
+// Ringers need a store-load fence between publishing and reading `sleepers` (Dekker). With
+// membarrier's global expedited command the sleeper pays for it instead: it forces a full
+// barrier on every CPU running a registered process before it re-polls, so a ringer in a
+// registered process needs only a compiler barrier. gLightRing: this process registered.
+// gHeavySleep: the kernel has the command, so sleepers issue it (for other processes' ringers).
+std::atomic<bool> gLightRing{false};
+std::atomic<bool> gHeavySleep{false};
+
+long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+}  // namespace
+
+std::mutex gBarrierMu;
+bool gBarrierTried = false;
+
+void enableAsymmetricDoorbells() {
+  std::lock_guard<std::mutex> lock(gBarrierMu);
+  if (gBarrierTried) return;
+  gBarrierTried = true;
+  // A forked child is a new address space the registration may not cover: it starts over.
+  static bool atfork = pthread_atfork(nullptr, nullptr, [] {
+    gLightRing.store(false);
+    gBarrierTried = false;
+  }) == 0;
+  (void)atfork;
+  if (env::getInt("WEFT_ASYMMETRIC_FENCE") == 0) return;
+  const long q = membarrier(MEMBARRIER_CMD_QUERY);
+  if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
+      !(q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED))
+    return;
+  gHeavySleep.store(true);
+  if (membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0) gLightRing.store(true);
+}
+
+bool asymmetricDoorbells() { return gLightRing.load(std::memory_order_relaxed); }
+
 void Doorbell::ring() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (gLightRing.load(std::memory_order_relaxed))
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleepers.load(std::memory_order_relaxed) != 0) {
     seq.fetch_add(1, std::memory_order_seq_cst);
     futex(&seq, FUTEX_WAKE, INT32_MAX, nullptr);
@@ -26,6 +70,7 @@ void Doorbell::ring() {
 
 uint32_t Doorbell::announce() {
   sleepers.fetch_add(1, std::memory_order_seq_cst);
+  if (gHeavySleep.load(std::memory_order_relaxed)) membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
   return seq.load(std::memory_order_seq_cst);
 }
 

@@ -62,6 +62,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   if (rank < 0 || rank >= nranks)
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
+  enableAsymmetricDoorbells();  // before any doorbell of this communicator rings
   boot_ = bootstrap::Bootstrap::create(id, rank, nranks, cfg.bootstrapTimeout);
   commHash_ = boot_->commHash();
   bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
