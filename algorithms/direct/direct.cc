@@ -127,6 +127,66 @@ Plan allReduce(const Spec& spec, const Options& o) {
   return plan;
 }
 
+// Reduce-scatter (toRoot < 0) or reduce to `toRoot` in one round, for small messages: every
+// rank sends each peer the input that peer's result needs, and the receivers add the
+// contributions in rank order 0..n-1 (so the result does not depend on arrival order). The sum
+// builds up in scratch: in place, the output is the rank's own block of the input.
+Plan reduceOneRound(const Spec& spec, const Options& o, int toRoot) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks;
+  const bool scatter = toRoot < 0;
+  const uint64_t cnt = spec.count, slice = sliceElems(spec, o);
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    const bool receives = scatter || r == toRoot, sends = scatter || r != toRoot;
+    if (receives) p.scratchElems = cnt;
+    const int send = sends ? addLane(p, 0) : -1, recv = receives ? addLane(p, 0) : -1;
+    auto block = [&](int owner) { return scatter ? static_cast<uint64_t>(owner) * cnt : 0; };
+    for (uint64_t off = 0; off < cnt; off += slice) {
+      const uint64_t len = std::min(slice, cnt - off);
+      for (int k = 1; k < n; ++k) {
+        const int to = mod(r + k, n);
+        if (scatter || to == toRoot) addStep(p, send, sendStep(to, inRef(block(to) + off), len));
+      }
+      if (!receives) continue;
+      for (int s = 0; s < n; ++s) {
+        if (s == r) {
+          plan::Step own = copyStep(inRef(block(r) + off), scratchRef(off), len);
+          if (s != 0) own.op = plan::Op::kReduce;
+          addStep(p, recv, own);
+        } else {
+          addStep(p, recv, s == 0 ? recvStep(s, scratchRef(off), len)
+                                  : recvReduceStep(s, scratchRef(off), len));
+        }
+      }
+      addStep(p, recv, copyStep(scratchRef(off), outRef(off), len));
+    }
+  }
+  return plan;
+}
+
+// Broadcast in one round: the root sends its input to every peer, then copies it to its output.
+Plan broadcast(const Spec& spec, const Options& o) {
+  Plan plan = emptyPlan(spec, "direct");
+  const int n = spec.nranks, root = spec.root;
+  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
+  for (int r = 0; r < n; ++r) {
+    Program& p = plan.programs[r];
+    for (int c = 0; c < o.channels; ++c) {
+      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
+      if (len == 0) continue;
+      const int lane = addLane(p, c);
+      if (r != root) {
+        addStep(p, lane, recvStep(root, outRef(q0), len));
+        continue;
+      }
+      for (int k = 1; k < n; ++k) addStep(p, lane, sendStep(mod(root + k, n), inRef(q0), len));
+      addStep(p, lane, copyStep(inRef(q0), outRef(q0), len));
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 Plan buildDirect(const Spec& spec, const Options& options) {
@@ -144,6 +204,12 @@ Plan buildDirect(const Spec& spec, const Options& options) {
       return gather(spec, options);
     case Collective::kScatter:
       return scatter(spec, options);
+    case Collective::kReduceScatter:
+      return reduceOneRound(spec, options, -1);
+    case Collective::kReduce:
+      return reduceOneRound(spec, options, spec.root);
+    case Collective::kBroadcast:
+      return broadcast(spec, options);
     default:
       break;
   }

@@ -1,5 +1,6 @@
 #include "src/select/selector.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -146,12 +147,17 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
     case Collective::kReduce:
       if (al == "ring") return (n - 1) * a + bytes * b * 1.05;
       if (al == "tree") return logn * a + 2 * bytes * b;
+      // One round, but the root sends (or receives and adds) every copy itself.
+      if (al == "direct") return (1 + 0.25 * (n - 1)) * a + (n - 1) * bytes * b * 1.1;
       break;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
       if (al == "ring") return (n - 1) * a + (n - 1) * bytes * b;
       if (al == "rhd") return logn * a + (n - 1) * bytes * b * (pow2 ? 1.0 : 1.5);
-      if (al == "direct") return (n - 1) * a * 0.7 + (n - 1) * bytes * b * 1.1;
+      // All messages in flight at once; reduce-scatter adds in scratch and copies out.
+      if (al == "direct")
+        return std::min((n - 1) * 0.7, 1 + 0.25 * (n - 1)) * a +
+               (n - 1) * bytes * b * (spec.coll == Collective::kReduceScatter ? 1.3 : 1.1);
       break;
     default:
       return (n - 1) * a + (n - 1) * bytes * b;

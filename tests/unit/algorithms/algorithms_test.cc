@@ -236,6 +236,9 @@ TEST(Registry, FindAndSupports) {
   EXPECT_TRUE(supports("tree", Collective::kBroadcast));
   EXPECT_TRUE(supports("rhd", Collective::kReduceScatter));
   EXPECT_TRUE(supports("direct", Collective::kAlltoAll));
+  EXPECT_TRUE(supports("direct", Collective::kReduceScatter));
+  EXPECT_TRUE(supports("direct", Collective::kBroadcast));
+  EXPECT_TRUE(supports("direct", Collective::kReduce));
   EXPECT_FALSE(supports("tree", Collective::kAlltoAll));
   EXPECT_FALSE(supports("nope", Collective::kAllReduce));
 }
