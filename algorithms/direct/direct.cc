@@ -41,11 +41,14 @@ Plan pairwise(const Spec& spec, const Options& o, bool exchange) {
   return plan;
 }
 
-Plan gather(const Spec& spec, const Options& o) {
+// The rooted one-round plans, per channel part [q0, q0 + len) on one lane: a non-root rank
+// takes one step with the root (nonRoot); the root copies its own part (own) before or after
+// one step with each peer in turn (peer).
+template <class NonRoot, class Own, class Peer>
+Plan rooted(const Spec& spec, const Options& o, bool ownFirst, NonRoot nonRoot, Own own, Peer peer) {
   Plan plan = emptyPlan(spec, "direct");
   const int n = spec.nranks, root = spec.root;
-  const uint64_t cnt = spec.count;
-  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
+  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
   for (int r = 0; r < n; ++r) {
     Program& p = plan.programs[r];
     for (int c = 0; c < o.channels; ++c) {
@@ -53,100 +56,73 @@ Plan gather(const Spec& spec, const Options& o) {
       if (len == 0) continue;
       const int lane = addLane(p, c);
       if (r != root) {
-        addStep(p, lane, sendStep(root, inRef(q0), len));
+        addStep(p, lane, nonRoot(q0, len));
         continue;
       }
-      addStep(p, lane, copyStep(inRef(q0), outRef(root * cnt + q0), len));
-      for (int k = 1; k < n; ++k) {
-        const int from = mod(root + k, n);
-        addStep(p, lane, recvStep(from, outRef(from * cnt + q0), len));
-      }
+      if (ownFirst) addStep(p, lane, own(q0, len));
+      for (int k = 1; k < n; ++k) addStep(p, lane, peer(mod(root + k, n), q0, len));
+      if (!ownFirst) addStep(p, lane, own(q0, len));
     }
   }
   return plan;
+}
+
+Plan gather(const Spec& spec, const Options& o) {
+  const int root = spec.root;
+  const uint64_t cnt = spec.count;
+  return rooted(
+      spec, o, true, [&](uint64_t q0, uint64_t len) { return sendStep(root, inRef(q0), len); },
+      [&](uint64_t q0, uint64_t len) { return copyStep(inRef(q0), outRef(root * cnt + q0), len); },
+      [&](int from, uint64_t q0, uint64_t len) {
+        return recvStep(from, outRef(from * cnt + q0), len);
+      });
 }
 
 Plan scatter(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "direct");
-  const int n = spec.nranks, root = spec.root;
+  const int root = spec.root;
   const uint64_t cnt = spec.count;
-  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    for (int c = 0; c < o.channels; ++c) {
-      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
-      if (len == 0) continue;
-      const int lane = addLane(p, c);
-      if (r != root) {
-        addStep(p, lane, recvStep(root, outRef(q0), len));
-        continue;
-      }
-      addStep(p, lane, copyStep(inRef(root * cnt + q0), outRef(q0), len));
-      for (int k = 1; k < n; ++k) {
-        const int to = mod(root + k, n);
-        addStep(p, lane, sendStep(to, inRef(to * cnt + q0), len));
-      }
-    }
-  }
-  return plan;
+  return rooted(
+      spec, o, true, [&](uint64_t q0, uint64_t len) { return recvStep(root, outRef(q0), len); },
+      [&](uint64_t q0, uint64_t len) { return copyStep(inRef(root * cnt + q0), outRef(q0), len); },
+      [&](int to, uint64_t q0, uint64_t len) { return sendStep(to, inRef(to * cnt + q0), len); });
 }
 
-// Allreduce in one round trip, for small messages: every rank sends its input to every peer and
-// adds all inputs itself in rank order 0..n-1, so every rank computes bit-identical results.
-// Slice by slice (all peers per slice) so each FIFO needs room for one slice only; the sum
-// builds up in scratch, which keeps in-place calls from overwriting the input being sent.
-Plan allReduce(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "direct");
-  const int n = spec.nranks;
-  const uint64_t cnt = spec.count, slice = sliceElems(spec, o);
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    p.scratchElems = cnt;
-    const int send = addLane(p, 0), recv = addLane(p, 0);
-    for (uint64_t off = 0; off < cnt; off += slice) {
-      const uint64_t len = std::min(slice, cnt - off);
-      plan::StepRef lastSend{};
-      for (int k = 1; k < n; ++k)
-        lastSend = addStep(p, send, sendStep(mod(r + k, n), inRef(off), len));
-      for (int s = 0; s < n; ++s) {
-        if (s == r) {
-          plan::Step own = copyStep(inRef(off), scratchRef(off), len);
-          if (s != 0) own.op = plan::Op::kReduce;
-          addStep(p, recv, own);
-        } else {
-          addStep(p, recv, s == 0 ? recvStep(s, scratchRef(off), len)
-                                  : recvReduceStep(s, scratchRef(off), len));
-        }
-      }
-      // In place, the output is the input the sends read: write it only after they are done.
-      plan::Step done = copyStep(scratchRef(off), outRef(off), len);
-      done.deps.push_back(lastSend);
-      addStep(p, recv, done);
-    }
-  }
-  return plan;
+// Broadcast in one round: the root sends its input to every peer, then copies it to its output.
+Plan broadcast(const Spec& spec, const Options& o) {
+  const int root = spec.root;
+  return rooted(
+      spec, o, false, [&](uint64_t q0, uint64_t len) { return recvStep(root, outRef(q0), len); },
+      [&](uint64_t q0, uint64_t len) { return copyStep(inRef(q0), outRef(q0), len); },
+      [&](int to, uint64_t q0, uint64_t len) { return sendStep(to, inRef(q0), len); });
 }
 
-// Reduce-scatter (toRoot < 0) or reduce to `toRoot` in one round, for small messages: every
-// rank sends each peer the input that peer's result needs, and the receivers add the
-// contributions in rank order 0..n-1 (so the result does not depend on arrival order). The sum
-// builds up in scratch: in place, the output is the rank's own block of the input.
+// Who gets a result in reduceOneRound: everyone (allreduce), each rank its block (reduce-scatter),
+// or one root (reduce, any rank >= 0).
+constexpr int kEveryRank = -1, kEachItsBlock = -2;
+
+// Reductions in one round, for small messages: every rank sends each peer the input that peer's
+// result needs, and the receivers add the contributions in rank order 0..n-1 (so the result does
+// not depend on arrival order, and allreduce ranks compute bit-identical sums). Slice by slice
+// (all peers per slice), so each FIFO needs room for one slice only. The sum builds up in
+// scratch, which keeps in-place calls from overwriting the input being sent.
 Plan reduceOneRound(const Spec& spec, const Options& o, int toRoot) {
   Plan plan = emptyPlan(spec, "direct");
   const int n = spec.nranks;
-  const bool scatter = toRoot < 0;
+  const bool scatter = toRoot == kEachItsBlock;
   const uint64_t cnt = spec.count, slice = sliceElems(spec, o);
+  auto wants = [&](int rank) { return toRoot < 0 || rank == toRoot; };
+  auto block = [&](int owner) { return scatter ? static_cast<uint64_t>(owner) * cnt : 0; };
   for (int r = 0; r < n; ++r) {
     Program& p = plan.programs[r];
-    const bool receives = scatter || r == toRoot, sends = scatter || r != toRoot;
+    const bool receives = wants(r), sends = toRoot < 0 || r != toRoot;
     if (receives) p.scratchElems = cnt;
     const int send = sends ? addLane(p, 0) : -1, recv = receives ? addLane(p, 0) : -1;
-    auto block = [&](int owner) { return scatter ? static_cast<uint64_t>(owner) * cnt : 0; };
     for (uint64_t off = 0; off < cnt; off += slice) {
       const uint64_t len = std::min(slice, cnt - off);
+      plan::StepRef lastSend{};
       for (int k = 1; k < n; ++k) {
         const int to = mod(r + k, n);
-        if (scatter || to == toRoot) addStep(p, send, sendStep(to, inRef(block(to) + off), len));
+        if (wants(to)) lastSend = addStep(p, send, sendStep(to, inRef(block(to) + off), len));
       }
       if (!receives) continue;
       for (int s = 0; s < n; ++s) {
@@ -159,29 +135,10 @@ Plan reduceOneRound(const Spec& spec, const Options& o, int toRoot) {
                                   : recvReduceStep(s, scratchRef(off), len));
         }
       }
-      addStep(p, recv, copyStep(scratchRef(off), outRef(off), len));
-    }
-  }
-  return plan;
-}
-
-// Broadcast in one round: the root sends its input to every peer, then copies it to its output.
-Plan broadcast(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "direct");
-  const int n = spec.nranks, root = spec.root;
-  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    for (int c = 0; c < o.channels; ++c) {
-      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
-      if (len == 0) continue;
-      const int lane = addLane(p, c);
-      if (r != root) {
-        addStep(p, lane, recvStep(root, outRef(q0), len));
-        continue;
-      }
-      for (int k = 1; k < n; ++k) addStep(p, lane, sendStep(mod(root + k, n), inRef(q0), len));
-      addStep(p, lane, copyStep(inRef(q0), outRef(q0), len));
+      // An in-place allreduce's output is the input the sends read: write it after them.
+      plan::Step done = copyStep(scratchRef(off), outRef(off), len);
+      if (toRoot == kEveryRank && sends) done.deps.push_back(lastSend);
+      addStep(p, recv, done);
     }
   }
   return plan;
@@ -197,7 +154,7 @@ Plan buildDirect(const Spec& spec, const Options& options) {
     case Collective::kAlltoAll:
       return pairwise(spec, options, true);
     case Collective::kAllReduce:
-      return allReduce(spec, options);
+      return reduceOneRound(spec, options, kEveryRank);
     case Collective::kAllGather:
       return pairwise(spec, options, false);
     case Collective::kGather:
@@ -205,7 +162,7 @@ Plan buildDirect(const Spec& spec, const Options& options) {
     case Collective::kScatter:
       return scatter(spec, options);
     case Collective::kReduceScatter:
-      return reduceOneRound(spec, options, -1);
+      return reduceOneRound(spec, options, kEachItsBlock);
     case Collective::kReduce:
       return reduceOneRound(spec, options, spec.root);
     case Collective::kBroadcast:
