@@ -75,6 +75,51 @@ const topo::Link* widestLink(const topo::Topology& t, int a, int b) {
   return best;
 }
 
+// Each rank's own network port, or -1: the ports nearest its GPU (widest path, then fewest
+// hops), and where GPUs share the same nearest ports (two GPUs and two NICs behind one PCIe
+// switch) they take them in turn, as NCCL's rail-optimised channels do. Sending every GPU of
+// a switch through its first NIC would leave half of a DGX's NICs idle.
+std::vector<int> ownNets(const topo::Topology& t, const std::vector<int>& rankTopo,
+                         const topo::PathOptions& po) {
+  std::vector<int> own(rankTopo.size(), -1);
+  std::map<std::vector<int>, int> taken;  // nearest ports -> ranks that took one so far
+  for (size_t r = 0; r < rankTopo.size(); ++r) {
+    const int g = rankTopo[r];
+    if (g < 0 || t.node(g).kind != topo::NodeKind::kGpu) continue;
+    const std::vector<int> nets = t.find(topo::NodeKind::kNet, t.node(g).host);
+    if (nets.empty()) continue;
+    const std::vector<topo::Path> paths = t.pathsFrom(g, po);
+    std::vector<int> nearest;
+    for (int net : nets) {
+      const topo::Path& p = paths[net];
+      if (!p.connected()) continue;
+      if (!nearest.empty()) {
+        const topo::Path& q = paths[nearest.front()];
+        if (p.bw < q.bw || (p.bw == q.bw && p.hops > q.hops)) continue;
+        if (p.bw > q.bw || p.hops < q.hops) nearest.clear();
+      }
+      nearest.push_back(net);
+    }
+    if (nearest.empty()) continue;
+    own[r] = nearest[taken[nearest]++ % nearest.size()];
+  }
+  return own;
+}
+
+// The route a -> b between hosts through a's own port and b's own port: a to its port, port to
+// port over the network, b's port to b. Empty when either has no port or a piece is missing.
+std::vector<int> crossHostPath(const topo::Topology& t, int from, int to, int netFrom, int netTo,
+                               const topo::PathOptions& po) {
+  if (netFrom < 0 || netTo < 0) return {};
+  std::vector<int> nodes;
+  for (const auto& [a, b] : {std::pair{from, netFrom}, {netFrom, netTo}, {netTo, to}}) {
+    const topo::Path p = t.path(a, b, po);
+    if (!p.connected() || p.nodes.size() < 2) return {};
+    nodes.insert(nodes.end(), p.nodes.begin() + (nodes.empty() ? 0 : 1), p.nodes.end());
+  }
+  return nodes;
+}
+
 }  // namespace
 
 Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options) {
@@ -141,6 +186,7 @@ Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options)
   topo::PathOptions po;
   po.gpuRelay = options.gpuRelay;
   f.routes.assign(f.nranks, std::vector<std::vector<int>>(f.nranks));
+  const std::vector<int> net = ownNets(t, rankTopo, po);
   for (int a = 0; a < f.nranks; ++a) {
     const std::vector<topo::Path> paths = t.pathsFrom(rankTopo[a], po);
     for (int b = 0; b < f.nranks; ++b) {
@@ -152,10 +198,15 @@ Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options)
         if (!p.connected() || p.nodes.size() < 2)
           throw Error(Status::kInvalidArgument, "fabric: no route from rank " + std::to_string(a) +
                                                     " to rank " + std::to_string(b));
-        for (size_t i = 0; i + 1 < p.nodes.size(); ++i) {
-          const topo::Link* link = widestLink(t, p.nodes[i], p.nodes[i + 1]);
+        std::vector<int> nodes = p.nodes;
+        if (f.hostOf[a] != f.hostOf[b]) {
+          std::vector<int> own = crossHostPath(t, rankTopo[a], rankTopo[b], net[a], net[b], po);
+          if (!own.empty()) nodes = std::move(own);
+        }
+        for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+          const topo::Link* link = widestLink(t, nodes[i], nodes[i + 1]);
           if (!link) throw Error(Status::kInternalError, "fabric: path hop without a link");
-          const int u = fabricNode(p.nodes[i]), v = fabricNode(p.nodes[i + 1]);
+          const int u = fabricNode(nodes[i]), v = fabricNode(nodes[i + 1]);
           addDuplex(f, u, v, *link);
           route.push_back(f.findLink(u, v));
         }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "src/common/error.h"
 #include "src/topo/xml_reader.h"
 
@@ -34,6 +36,36 @@ TEST(Fabric, Dgx1HasDirectNvlinkNeighboursAndRelayedOthers) {
         EXPECT_EQ(f.links[f.routes[a][b].front()].from, a);
         EXPECT_EQ(f.links[f.routes[a][b].back()].to, b);
       }
+}
+
+// Two GPUs and two NICs share each PCIe switch of a DGX: every GPU sends to the other host
+// through its own NIC and receives through the peer's own NIC, so all 8 NICs carry traffic.
+TEST(Fabric, TwoNodeDgxRoutesUseEveryNic) {
+  for (const char* file : {"dgx-a100-x2.xml", "dgx-h100-x2.xml"}) {
+    SCOPED_TRACE(file);
+    const Fabric f = fabricFromTopology(golden(file));
+    ASSERT_EQ(f.nranks, 16);
+    auto netOf = [&](const std::vector<int>& route, bool first) {
+      std::string name;
+      for (int l : route) {
+        const int v = f.links[l].to;
+        if (f.nodes[v].kind == topo::NodeKind::kNet) {
+          name = f.nodes[v].name;
+          if (first) break;
+        }
+      }
+      return name;
+    };
+    std::set<std::string> out, in;
+    for (int a = 0; a < 8; ++a) {
+      out.insert(netOf(f.routes[a][8 + a], true));
+      in.insert(netOf(f.routes[8 + a][a], false));
+      // The port a GPU uses does not depend on the peer.
+      EXPECT_EQ(netOf(f.routes[a][8], true), netOf(f.routes[a][15], true));
+    }
+    EXPECT_EQ(out.size(), 8u);
+    EXPECT_EQ(in.size(), 8u);
+  }
 }
 
 TEST(Fabric, SubsetOfGpusKeepsRankOrder) {
