@@ -104,7 +104,104 @@ std::vector<uint64_t> improveShares(const Fabric& f, const PackResult& pack, Tre
   return share;
 }
 
+// Few chunks per root: the fewest whose rounding keeps minEfficiency of the rate (else the best
+// up to maxChunksPerRank), scaled for pipelining; one job per tree. Returns chunks per root.
+uint64_t evenJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const PackPlanOptions& o,
+                  bool perRootData, double* rateOut, std::vector<TreeJob>* jobs) {
+  const int n = f.nranks;
+  // The fewest chunks per root whose rounding keeps minEfficiency of the rate, else the best.
+  uint64_t best = 1;
+  double bestRate = -1;
+  std::vector<uint64_t> share;
+  for (uint64_t c = 1; c <= o.maxChunksPerRank; ++c) {
+    std::vector<uint64_t> s = shares(pack, n, c);
+    double rate = roundedRate(f, pack, flow, s, c);
+    if (rate < o.minEfficiency * pack.rate) {
+      // Largest remainders ignore which links trees share: repair by moving single chunks.
+      std::vector<uint64_t> better = improveShares(f, pack, flow, s);
+      const double r = roundedRate(f, pack, flow, better, c);
+      if (r > rate) rate = r, s = std::move(better);
+    }
+    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate, share = std::move(s);
+    if (rate >= o.minEfficiency * pack.rate) break;
+  }
+  // Pipelining: cut every tree's share into at least minPieces chunks where the chunk budget
+  // allows (scaling all shares keeps the rate).
+  uint64_t smallest = 0;
+  for (uint64_t x : share)
+    if (x > 0 && (smallest == 0 || x < smallest)) smallest = x;
+  uint64_t factor = 1;
+  while (smallest * factor < o.minPieces && best * (factor + 1) <= o.maxChunksPerRank) ++factor;
+  for (uint64_t& x : share) x *= factor;
+  best *= factor;
+  *rateOut = bestRate;
+  std::vector<uint64_t> used(n, 0);
+  for (size_t t = 0; t < pack.trees.size(); ++t) {
+    if (share[t] == 0) continue;
+    const PackedTree& tree = pack.trees[t];
+    TreeJob j;
+    j.parent = tree.parent;
+    j.first = (perRootData ? tree.root * best : 0) + used[tree.root];
+    j.count = share[t];
+    used[tree.root] += share[t];
+    jobs->push_back(std::move(j));
+  }
+  return best;
+}
+
+// Many chunks per root, split over each root's trees by weight; every tree runs as concurrent
+// jobs in proportion to its weight (the simulator and the links share bandwidth per transfer),
+// each job in ramped pieces. Returns chunks per root.
+uint64_t fineJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const PackPlanOptions& o,
+                  bool perRootData, double* rateOut, std::vector<TreeJob>* jobs) {
+  const int n = f.nranks;
+  const uint64_t C = o.fineChunksPerRank;
+  std::vector<uint64_t> share = shares(pack, n, C);
+  if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
+    share = improveShares(f, pack, flow, std::move(share));
+  *rateOut = roundedRate(f, pack, flow, share, C);
+  std::vector<uint64_t> units(pack.trees.size(), 0);
+  for (int r = 0; r < n; ++r) {
+    std::vector<double> w;
+    std::vector<size_t> idx;
+    for (size_t t = 0; t < pack.trees.size(); ++t)
+      if (pack.trees[t].root == r) w.push_back(pack.trees[t].weight), idx.push_back(t);
+    if (w.empty()) continue;
+    const auto u = apportion(w, o.unitsPerRoot);
+    for (size_t k = 0; k < idx.size(); ++k) units[idx[k]] = u[k];
+  }
+  std::vector<uint64_t> used(n, 0);
+  for (size_t t = 0; t < pack.trees.size(); ++t) {
+    if (share[t] == 0) continue;
+    const PackedTree& tree = pack.trees[t];
+    const uint64_t k = std::clamp<uint64_t>(units[t], 1, share[t]);
+    for (uint64_t i = 0; i < k; ++i) {
+      TreeJob j;
+      j.parent = tree.parent;
+      j.count = share[t] * (i + 1) / k - share[t] * i / k;
+      j.first = (perRootData ? tree.root * C : 0) + used[tree.root];
+      j.pieceSizes = rampedPieces(j.count, o.steadyPieces);
+      used[tree.root] += j.count;
+      jobs->push_back(std::move(j));
+    }
+  }
+  return C;
+}
+
 }  // namespace
+
+bool fineNeeded(const PackResult& pack) {
+  for (const PackedTree& t : pack.trees) {
+    std::vector<int> kids(t.parent.size(), 0);
+    for (int p : t.parent)
+      if (p >= 0 && ++kids[p] > 1) return true;
+  }
+  for (size_t t = 1; t < pack.trees.size(); ++t)
+    if (pack.trees[t].root == pack.trees[t - 1].root &&
+        std::abs(pack.trees[t].weight - pack.trees[t - 1].weight) > 1e-6 * pack.trees[t].weight)
+      return true;
+  return false;
+}
 
 PackResult packFor(Collective coll, const Fabric& f, int root, const PackOptions& o) {
   if (perRoot(coll)) {
@@ -134,45 +231,11 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
                           std::string("pack-") + plan::collectiveName(coll));
     return out;
   }
-  // The fewest chunks per root whose rounding keeps minEfficiency of the rate, else the best.
-  uint64_t best = 1;
-  double bestRate = -1;
-  std::vector<uint64_t> share;
-  for (uint64_t c = 1; c <= o.maxChunksPerRank; ++c) {
-    std::vector<uint64_t> s = shares(out.pack, n, c);
-    double rate = roundedRate(f, out.pack, flow, s, c);
-    if (rate < o.minEfficiency * out.pack.rate) {
-      // Largest remainders ignore which links trees share: repair by moving single chunks.
-      std::vector<uint64_t> better = improveShares(f, out.pack, flow, s);
-      const double r = roundedRate(f, out.pack, flow, better, c);
-      if (r > rate) rate = r, s = std::move(better);
-    }
-    if (rate > bestRate * (1 + 1e-12)) best = c, bestRate = rate, share = std::move(s);
-    if (rate >= o.minEfficiency * out.pack.rate) break;
-  }
-  // Pipelining: cut every tree's share into at least minPieces chunks where the chunk budget
-  // allows (scaling all shares keeps the rate).
-  uint64_t smallest = 0;
-  for (uint64_t x : share)
-    if (x > 0 && (smallest == 0 || x < smallest)) smallest = x;
-  uint64_t factor = 1;
-  while (smallest * factor < o.minPieces && best * (factor + 1) <= o.maxChunksPerRank) ++factor;
-  for (uint64_t& x : share) x *= factor;
-  best *= factor;
-  out.chunksPerRoot = best;
-  out.roundedRate = bestRate;
   std::vector<TreeJob> jobs;
-  std::vector<uint64_t> used(n, 0);
-  for (size_t t = 0; t < out.pack.trees.size(); ++t) {
-    if (share[t] == 0) continue;
-    const PackedTree& tree = out.pack.trees[t];
-    TreeJob j;
-    j.parent = tree.parent;
-    j.first = (perRoot(coll) ? tree.root * best : 0) + used[tree.root];
-    j.count = share[t];
-    used[tree.root] += share[t];
-    jobs.push_back(std::move(j));
-  }
+  const uint64_t best = fineNeeded(out.pack)
+                            ? fineJobs(f, out.pack, flow, o, perRoot(coll), &out.roundedRate, &jobs)
+                            : evenJobs(f, out.pack, flow, o, perRoot(coll), &out.roundedRate, &jobs);
+  out.chunksPerRoot = best;
   const uint64_t C = perRoot(coll) ? best * n : best;
   out.plan = forestPlan(coll, n, root, C, jobs, std::string("pack-") + plan::collectiveName(coll));
   return out;

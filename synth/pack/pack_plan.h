@@ -14,6 +14,13 @@ struct PackPlanOptions {
   uint64_t maxChunksPerRank = 64;  // chunks of one root's data (all of it for broadcast / reduce)
   double minEfficiency = 0.99;     // fewest chunks whose rounding keeps this share of the rate
   uint64_t minPieces = 16;         // chunks per tree to aim for, so trees pipeline
+  // Packings of unevenly weighted trees (fineNeeded): links share bandwidth per transfer, not
+  // per tree weight, so each tree runs as concurrent jobs in proportion to its weight (about
+  // `unitsPerRoot` per root), its data cut into `fineChunksPerRank` chunks per root and sent
+  // in ramped pieces (about `steadyPieces` large ones per job between doubling / halving ramps).
+  uint64_t fineChunksPerRank = 512;
+  uint64_t unitsPerRoot = 8;
+  uint64_t steadyPieces = 4;
   PackOptions pack;
 };
 
@@ -22,6 +29,10 @@ struct PackPlanOptions {
 // down), reduce (the root, up).
 PackResult packFor(plan::Collective coll, const Fabric& fabric, int root,
                    const PackOptions& options = {});
+
+// Whether `pack` needs the fine plan: a root's trees differ in weight, or a tree has a rank with
+// several children (that rank stores and forwards whole pieces to all but the first).
+bool fineNeeded(const PackResult& pack);
 
 struct PackedPlan {
   plan::ChunkPlan plan;

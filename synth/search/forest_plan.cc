@@ -53,6 +53,13 @@ StepRef add(plan::ChunkProgram& p, int lane, Step s) {
 
 // Piece boundaries of [first, first + count): `pieces` near-equal whole-chunk pieces.
 std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
+  if (!j.pieceSizes.empty()) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    uint64_t a = j.first;
+    for (uint64_t m : j.pieceSizes)
+      if (m > 0) out.push_back({a, m}), a += m;
+    return out;
+  }
   const uint64_t k = std::min(j.count, j.pieces == 0 ? j.count : j.pieces);
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (uint64_t i = 0; i < k; ++i) {
@@ -63,6 +70,25 @@ std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
 }
 
 }  // namespace
+
+std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady) {
+  steady = std::max<uint64_t>(1, steady);
+  const uint64_t big = std::max<uint64_t>(1, count / (steady + 2));
+  std::vector<uint64_t> head, tail;
+  uint64_t left = count;
+  // Doubling ramps at both ends while they fit.
+  for (uint64_t m = 1; m < big && 2 * m <= left; m *= 2) {
+    head.push_back(m);
+    tail.push_back(m);
+    left -= 2 * m;
+  }
+  std::vector<uint64_t> out = head;
+  // The middle in near-equal pieces of at most `big` chunks.
+  const uint64_t k = (left + big - 1) / big;
+  for (uint64_t i = 0; i < k; ++i) out.push_back(left * (i + 1) / k - left * i / k);
+  out.insert(out.end(), tail.rbegin(), tail.rend());
+  return out;
+}
 
 int treeRoot(const std::vector<int>& parent) {
   const int n = static_cast<int>(parent.size());
@@ -129,6 +155,10 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     const int r = treeRoot(j.parent);
     if (r < 0) reject(name + " is not a spanning tree");
     if (j.count == 0 || j.first + j.count > C) reject(name + " has a bad chunk range");
+    uint64_t pieceSum = 0;
+    for (uint64_t m : j.pieceSizes) pieceSum += m;
+    if (!j.pieceSizes.empty() && pieceSum != j.count)
+      reject(name + "'s piece sizes do not add up to its chunk count");
     if (rooted && r != root) reject(name + " is not rooted at " + std::to_string(root));
     if (perRoot && (j.first / block != static_cast<uint64_t>(r) ||
                     (j.first + j.count - 1) / block != static_cast<uint64_t>(r)))

@@ -21,7 +21,14 @@ struct TreeJob {
   uint64_t first = 0;       // loop chunks [first, first + count) this tree carries
   uint64_t count = 0;
   uint64_t pieces = 0;      // steps the range is cut into; 0 = one per chunk
+  // Explicit piece sizes in chunks (summing to count), overriding `pieces`: small pieces at the
+  // ends shorten the pipeline fill and drain, large ones in the middle keep steps few.
+  std::vector<uint64_t> pieceSizes;
 };
+
+// Piece sizes for `count` chunks: doubling from 1 up to about count / steady, `steady` pieces of
+// that size, then halving back to 1 (store-and-forward hops wait for one small piece only).
+std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady);
 
 // The root of a parent array, or -1 when it is not a spanning tree (one root, no cycles).
 int treeRoot(const std::vector<int>& parent);

@@ -117,12 +117,12 @@ TEST(Pack, BeatsRingsWhereRingsCrossABottleneckTwice) {
   // A ring enters and leaves a host (or a socket) at least once each way, so the narrow link is
   // shared by two hops of every ring; trees cross it once per root. ndv2-x2 (one 12.5 GB/s NIC
   // per host): packed allgather 25 GB/s algbw against the rings' 13.3; pcie-8gpu (one 10 GB/s
-  // socket link): 13.6 against 11.4 (the cut bound is 13.7).
+  // socket link): 13.71 against 11.4 (the cut bound is 13.714).
   struct Case {
     const char* name;
     double pack, ring;
   };
-  for (const Case& c : {Case{"ndv2-x2", 25.0, 40.0 / 3}, Case{"pcie-8gpu", 13.59, 80.0 / 7}}) {
+  for (const Case& c : {Case{"ndv2-x2", 25.0, 40.0 / 3}, Case{"pcie-8gpu", 13.71, 80.0 / 7}}) {
     const Fabric f = goldenFabric(c.name);
     const double ringAg =
         bottleneckAlgBw(ringPlan(Collective::kAllGather, searchRings(f)), f);
@@ -160,7 +160,27 @@ TEST(Pack, SwitchedAndMultiHostMachinesReachTheirCutBounds) {
     const PackedPlan ag = packPlanDetailed(Collective::kAllGather, f);
     EXPECT_NEAR(ag.pack.rate, allGatherCutRate(f), 1e-6 * ag.pack.rate) << name;
     EXPECT_GE(bottleneckAlgBw(ag.plan, f), 0.99 * f.nranks * ag.pack.rate) << name;
-    EXPECT_LE(ag.plan.chunksPerLoop, 64u * f.nranks) << name;
+    EXPECT_LE(ag.plan.chunksPerLoop, PackPlanOptions{}.fineChunksPerRank * f.nranks) << name;
+  }
+}
+
+// Unevenly weighted, deep packings in the event simulator at 1 GiB: each tree runs as
+// concurrent jobs in proportion to its weight (links share bandwidth per transfer) in ramped
+// pieces. With one job per tree and even pieces these were 0.846, 0.979 and (against the
+// 4-NIC bound of the old routes) 0.845 of the bound.
+TEST(Pack, UnevenPackingsSimulateNearTheCutBound) {
+  struct Case {
+    const char* name;
+    double atLeast;
+  };
+  const uint64_t kGiB = 1ull << 30;
+  for (const Case& c : {Case{"pcie-8gpu", 0.94}, Case{"ndv2-x2", 0.99}, Case{"dgx-a100-x2", 0.91}}) {
+    const Fabric f = goldenFabric(c.name);
+    const PackedPlan ag = packPlanDetailed(Collective::kAllGather, f);
+    EXPECT_TRUE(fineNeeded(ag.pack)) << c.name;
+    const Bound bound = lowerBound(Collective::kAllGather, f, kGiB);
+    const SimResult sim = simulate(ag.plan, kGiB, f);
+    EXPECT_GE(bound.timeUs / sim.timeUs, c.atLeast) << c.name << "\n" << sim.summary(f);
   }
 }
 
