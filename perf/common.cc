@@ -808,13 +808,15 @@ void Driver::timeTest(Worker& w, ncclDataType_t type, Op op, int root) {
     }
   }
 
-  // Warm up at the largest and the smallest size.
+  // Warm up at the largest and the smallest size, out of place and in place: Weft builds a plan
+  // per call shape, and in place is a shape of its own.
   for (size_t bytes : {opt_.maxBytes, opt_.minBytes}) {
     setSize(s, bytes);
-    for (int iter = 0; iter < opt_.warmupIters; ++iter) {
-      startColl(w, s, false, iter);
-      afterCall(w);
-    }
+    for (bool inPlace : {false, true})
+      for (int iter = 0; iter < opt_.warmupIters; ++iter) {
+        startColl(w, s, inPlace, iter);
+        afterCall(w);
+      }
     complete(w);
   }
 
