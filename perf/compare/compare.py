@@ -202,7 +202,9 @@ def plan_iters(budget, est_s, min_iters, max_iters):
 
 def measure_weft(args, runner, coll, n, sizes):
     """One weftrun invocation per size, iterations sized from the previous size's time (a probe
-    invocation first, and wherever the size jumps more than 4x)."""
+    invocation first, and wherever the size jumps more than 4x). The probe times 10 calls: the
+    first call after the tool's barrier wakes sleeping ranks (~100 us), which would make a
+    2-call probe plan far too few iterations for small sizes."""
     tool = os.path.join(args.build, "perf", WEFT_TOOL[coll])
     weftrun = os.path.join(args.build, "perf", "weftrun")
     results = []
@@ -215,7 +217,7 @@ def measure_weft(args, runner, coll, n, sizes):
                 "-y", "1", "-T", str(args.weft_timeout)]
         if prev is None or size > 4 * prev[0]:
             ok, out = runner.run("weft_%s_n%d_%s_probe" % (coll, n, size),
-                                 base + ["-n", "2", "-w", "1"], args.weft_timeout + 30)
+                                 base + ["-n", "10", "-w", "2"], args.weft_timeout + 30)
             rows = parse_weft(out)
             if not ok or not rows:
                 results += weft_results(coll, n, rows, 2)
@@ -543,7 +545,7 @@ def main():
     ap.add_argument("--time", type=float, default=0.3,
                     help="seconds of timed work per size and library (default: %(default)s)")
     ap.add_argument("--min-iters", type=int, default=3)
-    ap.add_argument("--max-iters", type=int, default=500)
+    ap.add_argument("--max-iters", type=int, default=10000)
     ap.add_argument("--mem-reps", type=int, default=5)
     ap.add_argument("--weft-timeout", type=int, default=15,
                     help="Weft's own -T per invocation, seconds (default: %(default)s)")

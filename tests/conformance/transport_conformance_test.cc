@@ -15,6 +15,7 @@
 
 #include "src/bootstrap/secret.h"
 #include "tests/conformance/pair_harness.h"
+#include "transports/base/fifo.h"
 #include "transports/tcp/link.h"
 
 namespace weft::test {
@@ -139,6 +140,56 @@ TEST_P(Conformance, FullFifoThenDrain) {
     EXPECT_EQ(bytes, 1000u);
     EXPECT_EQ(static_cast<const uint8_t*>(slot)[999], static_cast<uint8_t>(m));
     c.second->release();
+  }
+}
+
+// Memory FIFOs: small (inline) messages need only a descriptor, so they run up to kMaxSlots
+// ahead while the data slots (8 here) bound the larger ones; each kind sees "full" at its limit.
+TEST(MemoryFifo, InlineMessagesRunAheadOfTheDataSlots) {
+  for (const char* name : {"local", "shm"}) {
+    SCOPED_TRACE(name);
+    test::TransportPair pair(name, 8);
+    auto c = pair.connect(0);
+    uint32_t sent = 0;
+    for (; c.first->sendSlotFor(8) != nullptr; ++sent) {
+      std::memcpy(c.first->sendSlotFor(8), &sent, sizeof sent);
+      c.first->post(sizeof sent, sent);
+      ASSERT_LE(sent, transport::kMaxSlots);
+    }
+    EXPECT_EQ(sent, transport::kMaxSlots);
+    // Drain half: data messages now fit in the data slots only.
+    uint32_t got = 0;
+    auto take = [&](uint32_t expectBytes) {
+      uint32_t bytes = 0, tag = 0;
+      const void* p = c.second->recvSlot(&bytes, &tag);
+      ASSERT_NE(p, nullptr);
+      ASSERT_EQ(tag, got);
+      ASSERT_EQ(bytes, expectBytes);
+      if (expectBytes == sizeof got) {
+        uint32_t v = 0;
+        std::memcpy(&v, p, sizeof v);
+        ASSERT_EQ(v, got);
+      }
+      c.second->release();
+      ++got;
+    };
+    for (uint32_t i = 0; i < transport::kMaxSlots / 2; ++i) take(sizeof got);
+    uint32_t data = 0;
+    for (; c.first->sendSlotFor(1000) != nullptr; ++data) {
+      std::memset(c.first->sendSlotFor(1000), static_cast<int>(data), 1000);
+      c.first->post(1000, sent++);
+      ASSERT_LE(data, 8u);
+    }
+    EXPECT_EQ(data, 8u);
+    // With the data slots full, an inline message still fits (descriptors are free).
+    ASSERT_NE(c.first->sendSlotFor(8), nullptr);
+    std::memcpy(c.first->sendSlotFor(8), &sent, sizeof sent);
+    c.first->post(sizeof sent, sent++);
+    while (got < transport::kMaxSlots) take(sizeof got);
+    for (uint32_t i = 0; i < 8; ++i) take(1000);
+    take(sizeof got);
+    uint32_t bytes = 0, tag = 0;
+    EXPECT_EQ(c.second->recvSlot(&bytes, &tag), nullptr);
   }
 }
 

@@ -20,6 +20,7 @@ void fifoInit(void* mem) {
   auto* ctl = new (mem) FifoControl;
   for (auto& i : ctl->info) i.seq.store(0, std::memory_order_relaxed);
   ctl->head.store(0, std::memory_order_relaxed);
+  ctl->dataHead.store(0, std::memory_order_relaxed);
   ctl->poisoned.store(0, std::memory_order_relaxed);
   ctl->readerCanRead.store(0, std::memory_order_relaxed);
   ctl->senderProbeAddr.store(0, std::memory_order_relaxed);
@@ -38,10 +39,16 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
   in_ = fifoView(p_.inMem);
   // Resume from the counters in memory: a connection may be re-opened over a live FIFO.
   sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
+  dataHeadCache_ = out_.ctl->dataHead.load(std::memory_order_acquire);
   sendTail_ = sendHeadCache_;
-  while (out_.ctl->info[sendTail_ % p_.slots].seq.load(std::memory_order_acquire) == sendTail_ + 1)
-    ++sendTail_;
+  dataTail_ = dataHeadCache_;
+  for (;; ++sendTail_) {
+    const SlotInfo& info = out_.ctl->info[sendTail_ % kMaxSlots];
+    if (info.seq.load(std::memory_order_acquire) != sendTail_ + 1) break;
+    if (usesDataSlot(info)) ++dataTail_;
+  }
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
+  recvDataHead_ = in_.ctl->dataHead.load(std::memory_order_acquire);
   if (p_.remote == RemoteMode::kCma || p_.remote == RemoteMode::kMapped) {
     // Tell the receiver where to find a known word in our address space, and probe the peer's.
     out_.ctl->senderProbeAddr.store(reinterpret_cast<uint64_t>(&out_.ctl->magic),
@@ -87,7 +94,7 @@ void FifoConnection::postRemote(const void* addr, uint32_t bytes, uint32_t tag) 
   if (p_.remote == RemoteMode::kMapped && findSharedRegion(addr, bytes, &r)) {
     MappedRef ref{r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
     static_assert(sizeof(ref) <= kInlineBytes);
-    std::memcpy(out_.ctl->info[sendTail_ % p_.slots].inlineData, &ref, sizeof ref);
+    std::memcpy(out_.ctl->info[sendTail_ % kMaxSlots].inlineData, &ref, sizeof ref);
     sendInline_ = false;
     publish(bytes | kMappedFlag, tag, reinterpret_cast<uint64_t>(addr));
     return;
@@ -107,7 +114,7 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     probePeer();
     probed_ = in_.ctl->readerCanRead.load(std::memory_order_relaxed) != 0;
   }
-  SlotInfo& info = in_.ctl->info[recvHead_ % p_.slots];
+  SlotInfo& info = in_.ctl->info[recvHead_ % kMaxSlots];
   if (info.seq.load(std::memory_order_acquire) != recvHead_ + 1) return nullptr;
   *bytes = info.bytes;
   *tag = info.tag;
@@ -117,7 +124,7 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
       *bytes = info.bytes & ~kInlineFlag;
       return info.inlineData;
     }
-    return in_.data + (recvHead_ % p_.slots) * p_.slotBytes;
+    return in_.data + (recvDataHead_ % p_.slots) * p_.slotBytes;
   }
   if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
   if (info.bytes & kMappedFlag) {
@@ -155,23 +162,30 @@ void FifoConnection::readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
 }
 
 void* FifoConnection::sendSlotFor(size_t bytes) {
-  if (sendTail_ - sendHeadCache_ >= p_.slots) {
+  if (sendTail_ - sendHeadCache_ >= kMaxSlots) {
     sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
-    if (sendTail_ - sendHeadCache_ >= p_.slots) return nullptr;
+    if (sendTail_ - sendHeadCache_ >= kMaxSlots) return nullptr;
   }
   // Remember where the caller will write: post() marks the message inline only if it was.
   sendInline_ = bytes <= kInlineBytes;
-  if (sendInline_) return out_.ctl->info[sendTail_ % p_.slots].inlineData;
-  return out_.data + (sendTail_ % p_.slots) * p_.slotBytes;
+  if (sendInline_) return out_.ctl->info[sendTail_ % kMaxSlots].inlineData;
+  // Larger messages need a data slot (even one that then goes by reference: the check is cheap
+  // and keeps the bound on messages in flight).
+  if (dataTail_ - dataHeadCache_ >= p_.slots) {
+    dataHeadCache_ = out_.ctl->dataHead.load(std::memory_order_acquire);
+    if (dataTail_ - dataHeadCache_ >= p_.slots) return nullptr;
+  }
+  return out_.data + (dataTail_ % p_.slots) * p_.slotBytes;
 }
 
 void FifoConnection::post(uint32_t bytes, uint32_t tag) { publish(bytes, tag, 0); }
 
 void FifoConnection::publish(uint32_t bytes, uint32_t tag, uint64_t remote) {
-  SlotInfo& info = out_.ctl->info[sendTail_ % p_.slots];
+  SlotInfo& info = out_.ctl->info[sendTail_ % kMaxSlots];
   info.bytes = remote == 0 && sendInline_ && bytes <= kInlineBytes ? bytes | kInlineFlag : bytes;
   info.tag = tag;
   info.remote = remote;
+  if (usesDataSlot(info)) ++dataTail_;
   ++sendTail_;
   info.seq.store(sendTail_, std::memory_order_release);  // last: publishes the whole line
   if (p_.peerBell) p_.peerBell->ring();
@@ -192,6 +206,8 @@ void FifoConnection::release() {
     mappedToken_ = nullptr;
     mappedLocal_ = nullptr;
   }
+  if (usesDataSlot(in_.ctl->info[recvHead_ % kMaxSlots]))
+    in_.ctl->dataHead.store(++recvDataHead_, std::memory_order_release);
   ++recvHead_;
   in_.ctl->head.store(recvHead_, std::memory_order_release);
   if (p_.peerBell) p_.peerBell->ring();

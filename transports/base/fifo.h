@@ -1,7 +1,10 @@
 // The slot FIFO shared by the memory-based transports (local, shm): one direction is a control
 // block and `slots` data slots. Each message has a one-cache-line descriptor whose `seq` is
 // stored last: the receiver polls that one line, and messages of up to kInlineBytes travel
-// inside it (data and flag in one line, like NCCL's LL protocol). The receiver owns `head`.
+// inside it (data and flag in one line, like NCCL's LL protocol). Descriptors form a ring of
+// kMaxSlots, data slots a ring of their own: inline and by-reference messages take no data slot,
+// so small messages can run up to kMaxSlots ahead (a broadcast root, for one) while the data
+// slots stay few. The receiver owns `head` (messages released) and `dataHead` (data slots).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -33,6 +36,7 @@ inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
 struct FifoControl {
   alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> dataHead;
   alignas(64) std::atomic<uint32_t> poisoned;  // set by either side after a fatal error
   std::atomic<uint32_t> readerCanRead;         // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
   std::atomic<uint64_t> senderProbeAddr;       // where `magic` sits in the sender's address space
@@ -97,8 +101,9 @@ class FifoConnection : public Connection {
  private:
   Params p_;
   FifoView out_, in_;
-  uint64_t sendTail_ = 0, sendHeadCache_ = 0;  // sender side (mine)
-  uint64_t recvHead_ = 0;                      // receiver side (mine)
+  uint64_t sendTail_ = 0, sendHeadCache_ = 0;  // sender side (mine): messages
+  uint64_t dataTail_ = 0, dataHeadCache_ = 0;  // ... and data slots
+  uint64_t recvHead_ = 0, recvDataHead_ = 0;   // receiver side (mine)
   bool peerReadsMe_ = false;                   // cached peerCanReadMe() once true
   bool probed_ = false;                        // CMA probe of the peer settled
   bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
@@ -106,6 +111,9 @@ class FifoConnection : public Connection {
   const char* mappedLocal_ = nullptr;
   uint64_t mappedHead_ = 0;
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
+  static bool usesDataSlot(const SlotInfo& info) {
+    return info.remote == 0 && !(info.bytes & kInlineFlag);
+  }
   void probePeer();
 };
 

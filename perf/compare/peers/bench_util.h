@@ -98,7 +98,7 @@ struct Options {
   std::vector<size_t> sizes;  // -s list, else -b/-e/-f
   size_t minBytes = 8, maxBytes = 128u << 20, factor = 2;
   double budget = 0.3;  // -T: seconds of timed work per size (probe + warmup + iters)
-  int minIters = 3, maxIters = 500, maxWarmup = 10;
+  int minIters = 3, maxIters = 10000, maxWarmup = 10;
   int nranks = 2;  // gloo: ranks to fork
 };
 
@@ -106,7 +106,7 @@ inline void usage(const char* prog, bool gloo) {
   std::fprintf(stderr,
                "usage: %s -o allreduce|allgather|reducescatter|broadcast|alltoall%s\n"
                "  [-b min] [-e max] [-f factor] | [-s size,size,...]   (K/M/G suffixes)\n"
-               "  [-T seconds per size (0.3)] [-m min iters (3)] [-n max iters (500)] "
+               "  [-T seconds per size (0.3)] [-m min iters (3)] [-n max iters (10000)] "
                "[-w max warmup (10)]\n",
                prog, gloo ? " [-a ring|ring_chunked|halving_doubling] [-p nranks]" : "");
 }
