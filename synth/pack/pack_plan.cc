@@ -160,16 +160,7 @@ uint64_t fineJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const 
   if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
     share = improveShares(f, pack, flow, std::move(share));
   *rateOut = roundedRate(f, pack, flow, share, C);
-  std::vector<uint64_t> units(pack.trees.size(), 0);
-  for (int r = 0; r < n; ++r) {
-    std::vector<double> w;
-    std::vector<size_t> idx;
-    for (size_t t = 0; t < pack.trees.size(); ++t)
-      if (pack.trees[t].root == r) w.push_back(pack.trees[t].weight), idx.push_back(t);
-    if (w.empty()) continue;
-    const auto u = apportion(w, o.unitsPerRoot);
-    for (size_t k = 0; k < idx.size(); ++k) units[idx[k]] = u[k];
-  }
+  const std::vector<uint64_t> units = shares(pack, n, o.unitsPerRoot);
   std::vector<uint64_t> used(n, 0);
   for (size_t t = 0; t < pack.trees.size(); ++t) {
     if (share[t] == 0) continue;
