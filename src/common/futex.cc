@@ -2,14 +2,13 @@
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
-
-#include <pthread.h>
+#include <unistd.h>
 
 #include <mutex>
-#include <unistd.h>
 
 #include "src/common/clock.h"
 #include "src/common/env.h"
@@ -30,11 +29,11 @@ namespace {
 std::atomic<bool> gLightRing{false};
 std::atomic<bool> gHeavySleep{false};
 
-long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
-}  // namespace
-
 std::mutex gBarrierMu;
 bool gBarrierTried = false;
+
+long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
+}  // namespace
 
 void enableAsymmetricDoorbells() {
   std::lock_guard<std::mutex> lock(gBarrierMu);
@@ -54,8 +53,6 @@ void enableAsymmetricDoorbells() {
   gHeavySleep.store(true);
   if (membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0) gLightRing.store(true);
 }
-
-bool asymmetricDoorbells() { return gLightRing.load(std::memory_order_relaxed); }
 
 void Doorbell::ring() {
   if (gLightRing.load(std::memory_order_relaxed))

@@ -27,7 +27,6 @@ static_assert(sizeof(Doorbell) == 8, "Doorbell lives in shared memory");
 // it; WEFT_ASYMMETRIC_FENCE=0 keeps the fence). Called once per process at communicator init;
 // every process on the host that rings or sleeps on shared doorbells must call it.
 void enableAsymmetricDoorbells();
-bool asymmetricDoorbells();  // whether this process rings without a fence
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -87,7 +87,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   std::vector<LocalRank> local;
   for (int r = 0; r < nranks; ++r) {
     if (peers_[r].hostHash != peers_[rank].hostHash) continue;
-    local.push_back({r, peers_[r].pid, peers_[r].processHash, infos[r].cpus});
+    local.push_back({r, peers_[r].processHash, infos[r].cpus});
     if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
   }
   placeRanksOnHost(local, rank);

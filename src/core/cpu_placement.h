@@ -20,7 +20,6 @@ struct CpuMask {
 // One rank of this host, as the communicator sees it at init.
 struct LocalRank {
   int rank = 0;
-  int32_t pid = 0;
   uint64_t processHash = 0;  // equal iff the same process
   CpuMask mask;
 };

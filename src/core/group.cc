@@ -93,7 +93,6 @@ Status runBlockingCollective(const Call& call, std::string* why) {
   }
   Status st = runTasks(r.tasks, r.comms, why);
   task.units.front().keep.reset();  // scratch back to its pool now
-  task.units.front().finish = nullptr;
   return st;
 }
 

@@ -282,7 +282,6 @@ struct TaskState {
 
 bool startUnit(Task& t, TaskState& ts) {
   while (ts.unit < t.units.size()) {
-    ts.runner.reset();
     ts.runner.emplace(t.units[ts.unit], ts.lanes);
     ts.runner->begin();
     if (!ts.runner->complete()) return true;
@@ -298,13 +297,13 @@ void napNs(uint64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
-// Per-task state of this thread's runs, reused so a run allocates nothing once warm.
+// Per-task state of this thread's runs, reused so a run allocates nothing once warm (a TaskSet
+// resets its runners when it ends).
 std::vector<TaskState>& reusedStates(size_t tasks) {
   thread_local std::vector<TaskState> states;
   if (states.size() < tasks) states.resize(tasks);
   for (size_t i = 0; i < tasks; ++i) {
     states[i].unit = 0;
-    states[i].runner.reset();
     states[i].stall = {};
   }
   return states;

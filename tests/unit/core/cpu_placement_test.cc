@@ -21,7 +21,6 @@ CpuMask cpus(std::initializer_list<int> list) {
 LocalRank rank(int r, uint64_t process, CpuMask mask) {
   LocalRank l;
   l.rank = r;
-  l.pid = 1000 + static_cast<int>(process);
   l.processHash = process;
   l.mask = mask;
   return l;
