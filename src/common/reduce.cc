@@ -245,13 +245,14 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
 // 8 MiB: beyond the share of last-level cache one core can count on here (32 MiB, 2 cores).
 std::atomic<size_t> gStreamMinBytes{size_t{8} << 20};
 
-void runReduce(SimdLevel level, ReduceArgs r) {
+void runReduce(SimdLevel level, ReduceArgs r, Store store) {
   size_t done = 0;
 #if defined(__x86_64__)
   const size_t size = dataTypeSize(r.type);
   const auto dstAddr = reinterpret_cast<uintptr_t>(r.dst);
   if (level != SimdLevel::kScalar && r.dst != r.a && r.dst != r.b && dstAddr % size == 0 &&
-      r.count * size >= gStreamMinBytes.load(std::memory_order_relaxed)) {
+      (store == Store::kStreaming ||
+       r.count * size >= gStreamMinBytes.load(std::memory_order_relaxed))) {
     // Streaming stores need an aligned destination: do the head up to 64 bytes in scalar code.
     size_t head = std::min(r.count, (64 - dstAddr % 64) % 64 / size);
     ReduceArgs first = r;
@@ -268,11 +269,30 @@ void runReduce(SimdLevel level, ReduceArgs r) {
   if (done < r.count) reduceScalar(advanced(r, done));
 }
 
+// Non-temporal copy of whole cache lines where the regions do not overlap; the head up to
+// dst's next line and the tail go through memcpy.
+void streamCopy(SimdLevel level, void* dst, const void* src, size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t done = 0;
+#if defined(__x86_64__)
+  const bool apart = d + bytes <= s || s + bytes <= d;
+  if (level != SimdLevel::kScalar && apart) {
+    done = std::min(bytes, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
+    std::memcpy(d, s, done);
+    done += kernels::streamCopyAvx2(d + done, s + done, bytes - done);
+  }
+#endif
+  if (done < bytes) std::memmove(d + done, s + done, bytes - done);
+}
+
 void runCopy(SimdLevel level, DataType t, void* dst, const void* src, size_t count,
-             const Scalar* scalar) {
+             const Scalar* scalar, Store store) {
   if (!isValid(t)) return;
   if (!scalar) {
-    if (dst != src && count) std::memmove(dst, src, count * dataTypeSize(t));
+    if (dst == src || count == 0) return;
+    if (store == Store::kStreaming) streamCopy(level, dst, src, count * dataTypeSize(t));
+    else std::memmove(dst, src, count * dataTypeSize(t));
     return;
   }
   size_t done = 0;
@@ -355,7 +375,7 @@ SimdLevel activeSimdLevel() {
 }
 
 void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a, bool scaleA,
-                const void* b, bool scaleB, size_t count, const Scalar* scalar) {
+                const void* b, bool scaleB, size_t count, const Scalar* scalar, Store store) {
   if (count == 0 || !isValid(t)) return;
   ReduceArgs r{t, op, dst, a, b, nullptr, nullptr, count, false};
   if (op == RedOp::kPreMulSum || op == RedOp::kAvg) r.op = RedOp::kSum;
@@ -363,23 +383,25 @@ void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a,
     if (scaleA) r.scaleA = scalar->bytes;
     if (scaleB) r.scaleB = scalar->bytes;
   }
-  runReduce(level, r);
+  runReduce(level, r, store);
 }
 
 void copyElementsWith(SimdLevel level, DataType t, void* dst, const void* src, size_t count,
-                      const Scalar* scalar) {
-  runCopy(level, t, dst, src, count, scalar);
+                      const Scalar* scalar, Store store) {
+  runCopy(level, t, dst, src, count, scalar, store);
 }
 
 }  // namespace kernels
 
 void reduce(DataType t, RedOp op, void* dst, const void* a, bool scaleA, const void* b, bool scaleB,
-            size_t count, const Scalar* scalar) {
-  kernels::reduceWith(kernels::activeSimdLevel(), t, op, dst, a, scaleA, b, scaleB, count, scalar);
+            size_t count, const Scalar* scalar, Store store) {
+  kernels::reduceWith(kernels::activeSimdLevel(), t, op, dst, a, scaleA, b, scaleB, count, scalar,
+                      store);
 }
 
-void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar) {
-  runCopy(kernels::activeSimdLevel(), t, dst, src, count, scalar);
+void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,
+                  Store store) {
+  runCopy(kernels::activeSimdLevel(), t, dst, src, count, scalar, store);
 }
 
 void divideElements(DataType t, void* buf, size_t count, uint64_t divisor) {

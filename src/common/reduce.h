@@ -8,13 +8,20 @@
 
 namespace weft {
 
+// How a kernel writes its destination: kCached with plain stores; kStreaming with non-temporal
+// stores that skip the read-for-ownership (a third of a copy's memory traffic), for large results
+// nobody rereads soon. Streaming falls back to plain stores where dst aliases an input, is
+// misaligned for the type, or the CPU has no vector stores.
+enum class Store { kCached, kStreaming };
+
 // dst[i] = A(a[i]) op B(b[i]), where A(x) = x * scalar when scaleA is set (PreMulSum), else x.
 // op is Sum, Prod, Max, Min or PreMulSum (PreMulSum reduces with Sum). dst may alias a or b.
 void reduce(DataType t, RedOp op, void* dst, const void* a, bool scaleA, const void* b, bool scaleB,
-            size_t count, const Scalar* scalar);
+            size_t count, const Scalar* scalar, Store store = Store::kCached);
 
 // dst[i] = scalar ? src[i] * *scalar : src[i]; plain memcpy when scalar is null. dst == src allowed.
-void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar);
+void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,
+                  Store store = Store::kCached);
 
 // buf[i] /= divisor, for Avg on integer types (rounds toward zero like C division).
 void divideElements(DataType t, void* buf, size_t count, uint64_t divisor);

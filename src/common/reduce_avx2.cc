@@ -210,6 +210,31 @@ struct U64 : IntLanes<8> {
 
 size_t reduceAvx2(const ReduceArgs& r) { return dispatchReduce(r); }
 
+size_t streamCopyAvx2(void* dst, const void* src, size_t bytes) {
+  // The caller aligned dst to 64 bytes; whole cache lines only, so no line is half streamed.
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  size_t i = 0;
+  for (; i + 128 <= bytes; i += 128) {
+    __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    __m256i v2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 64));
+    __m256i v3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), v0);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), v1);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 64), v2);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 96), v3);
+  }
+  for (; i + 64 <= bytes; i += 64) {
+    __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), v0);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), v1);
+  }
+  _mm_sfence();
+  return i;
+}
+
 size_t scaleAvx2(DataType type, void* dst, const void* src, const void* scalar, size_t count) {
   return dispatchScale(type, dst, src, scalar, count);
 }

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "src/common/datatype.h"
+#include "src/common/reduce.h"
 
 namespace weft::kernels {
 
@@ -44,6 +45,10 @@ size_t reduceAvx512(const ReduceArgs& args);
 size_t scaleAvx2(DataType type, void* dst, const void* src, const void* scalar, size_t count);
 size_t scaleAvx512(DataType type, void* dst, const void* src, const void* scalar, size_t count);
 
+// Copies a prefix of whole 64-byte lines with non-temporal stores (dst 64-byte aligned) and
+// fences; returns the bytes done. The caller copies the rest.
+size_t streamCopyAvx2(void* dst, const void* src, size_t bytes);
+
 // Out-of-place reductions whose output is at least this large bypass the cache with non-temporal
 // stores: the start of such an output is evicted before the end is written, so nobody rereads it
 // from cache, and skipping the read-for-ownership saves a third of the traffic. Test hook to lower.
@@ -52,8 +57,9 @@ void setStreamMinBytes(size_t bytes);
 
 // reduce() / copyElements() with a given level's kernels (test hook; the CPU must support it).
 void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a, bool scaleA,
-                const void* b, bool scaleB, size_t count, const Scalar* scalar);
+                const void* b, bool scaleB, size_t count, const Scalar* scalar,
+                Store store = Store::kCached);
 void copyElementsWith(SimdLevel level, DataType t, void* dst, const void* src, size_t count,
-                      const Scalar* scalar);
+                      const Scalar* scalar, Store store = Store::kCached);
 
 }  // namespace weft::kernels

@@ -669,6 +669,43 @@ TEST(ReducePublicTest, CopyWithoutScalarIsMemcpy) {
   for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(src[i], static_cast<unsigned char>(i * 7));
 }
 
+TEST(ReducePublicTest, StreamingCopyMatchesMemcpyAtEveryAlignment) {
+  // Lengths around the 64-byte lines and the 128-byte unrolled body, destinations at every
+  // offset within a line (the head up to a line boundary is copied plainly).
+  std::vector<unsigned char> src(4096 + 256), dst(4096 + 256);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 13 + 5);
+  for (size_t len : {size_t(0), size_t(1), size_t(63), size_t(64), size_t(65), size_t(127),
+                     size_t(128), size_t(129), size_t(1000), size_t(4096)})
+    for (size_t dOff = 0; dOff < 64; dOff += 7)
+      for (size_t sOff : {size_t(0), size_t(3)}) {
+        std::fill(dst.begin(), dst.end(), 0xee);
+        copyElements(DataType::kUint8, dst.data() + dOff, src.data() + sOff, len, nullptr,
+                     Store::kStreaming);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= dOff && i < dOff + len;
+          ASSERT_EQ(dst[i], inside ? src[i - dOff + sOff] : 0xee)
+              << "len " << len << " dst offset " << dOff << " src offset " << sOff << " byte " << i;
+        }
+      }
+  // Overlapping regions fall back to memmove.
+  std::vector<unsigned char> buf(src.begin(), src.begin() + 1024);
+  copyElements(DataType::kUint8, buf.data() + 64, buf.data(), 512, nullptr, Store::kStreaming);
+  for (size_t i = 0; i < 512; ++i) ASSERT_EQ(buf[64 + i], src[i]);
+}
+
+TEST(ReducePublicTest, StreamingReduceMatchesCached) {
+  const size_t n = 10007;
+  std::vector<float> a(n), b(n), cached(n + 16), streamed(n + 16);
+  for (size_t i = 0; i < n; ++i) a[i] = static_cast<float>(i % 251), b[i] = static_cast<float>(i % 97);
+  for (size_t off : {size_t(0), size_t(1), size_t(5)}) {
+    reduce(DataType::kFloat32, RedOp::kSum, cached.data() + off, a.data(), false, b.data(), false,
+           n, nullptr);
+    reduce(DataType::kFloat32, RedOp::kSum, streamed.data() + off, a.data(), false, b.data(),
+           false, n, nullptr, Store::kStreaming);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(streamed[off + i], cached[off + i]) << i;
+  }
+}
+
 TEST(ReducePublicTest, DivideIntegersTruncatesLikeC) {
   for (DataType t : allTypes()) {
     if (isFloating(t)) continue;

@@ -1,0 +1,62 @@
+// Collectives whose outputs are written with streaming (non-temporal) stores: the threshold is
+// lowered to one byte before the first communicator, so every output takes that path, in place
+// and out of place, with destinations at every alignment, for every algorithm.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <tuple>
+
+#include "nccl.h"
+#include "tests/support/collective_check.h"
+
+using namespace weft::test;
+
+namespace {
+
+using Param = std::tuple<int, const char*>;
+
+class StreamingOutput : public ::testing::TestWithParam<Param> {
+ protected:
+  static void SetUpTestSuite() { setenv("WEFT_STREAM_BYTES", "1", 1); }
+  void SetUp() override {
+    const int n = std::get<0>(GetParam());
+    comms_.resize(n);
+    setenv("NCCL_ALGO", std::get<1>(GetParam()), 1);
+    ASSERT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+    unsetenv("NCCL_ALGO");
+  }
+  void TearDown() override {
+    for (auto c : comms_)
+      if (c) ncclCommDestroy(c);
+  }
+  std::vector<ncclComm_t> comms_;
+};
+
+TEST_P(StreamingOutput, EveryCollectiveIsExact) {
+  const int n = std::get<0>(GetParam());
+  // Odd counts put chunk boundaries (and so destinations) off 64-byte lines; 40009 floats span
+  // several slices; 1 and 17 are shorter than one line.
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
+                    Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter,
+                    Coll::kSendRecv})
+    for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclBfloat16})
+      for (size_t count : {size_t(1), size_t(17), size_t(1031), size_t(40009)})
+        for (bool inPlace : {false, true}) {
+          if (inPlace && !supportsInPlace(coll)) continue;
+          CheckCase c{coll, t, ncclSum, count, n - 1, inPlace};
+          CheckResult r = runCheck(comms_, c);
+          ASSERT_EQ(r.status, ncclSuccess) << describe(c, n) << ": " << r.message;
+          ASSERT_EQ(r.wrong, 0u) << describe(c, n) << ": " << r.message;
+        }
+}
+
+std::string name(const ::testing::TestParamInfo<Param>& info) {
+  return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, StreamingOutput,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
+                                            ::testing::Values("ring", "tree", "rhd", "direct")),
+                         name);
+
+}  // namespace
