@@ -65,6 +65,10 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   enableAsymmetricDoorbells();  // before any doorbell of this communicator rings
   boot_ = bootstrap::Bootstrap::create(id, rank, nranks, cfg.bootstrapTimeout);
   commHash_ = boot_->commHash();
+  fastConns_ = std::make_unique<std::atomic<transport::Connection*>[]>(
+      static_cast<size_t>(nranks) * kFastChannels);
+  static std::atomic<uint64_t> serials{0};
+  serial_ = ++serials;
   bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
 
   std::vector<InitInfo> infos(nranks);
@@ -224,6 +228,7 @@ double Communicator::estimateUs(const Call& call) {
 Communicator::~Communicator() {
   {
     std::lock_guard<std::mutex> lock(connMu_);
+    for (int i = 0; fastConns_ && i < nranks_ * kFastChannels; ++i) fastConns_[i].store(nullptr);
     conns_.clear();
   }
   boot_.reset();
@@ -253,6 +258,10 @@ transport::Connection* Communicator::connection(int peer, int channel) {
   if (peer < 0 || peer >= nranks_ || peer == rank_)
     fail(Status::kInternalError, "plan asks rank " + std::to_string(rank_) +
                                      " for a connection to invalid peer " + std::to_string(peer));
+  std::atomic<transport::Connection*>* fast =
+      channel >= 0 && channel < kFastChannels ? &fastConns_[peer * kFastChannels + channel] : nullptr;
+  if (fast)
+    if (transport::Connection* c = fast->load(std::memory_order_acquire)) return c;
   uint64_t key = static_cast<uint64_t>(peer) << 16 | static_cast<uint64_t>(channel);
   std::lock_guard<std::mutex> lock(connMu_);
   auto it = conns_.find(key);
@@ -263,6 +272,7 @@ transport::Connection* Communicator::connection(int peer, int channel) {
   if (aborted_.load()) conn->poison();
   auto* raw = conn.get();
   conns_[key] = std::move(conn);
+  if (fast) fast->store(raw, std::memory_order_release);
   return raw;
 }
 
@@ -387,6 +397,7 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
     planTag = 2166136261u;
     for (char c : p.algorithm) planTag = (planTag ^ static_cast<uint8_t>(c)) * 16777619u;
   }
+  w.planTag = planTag;
   w.laneTags.assign(w.program->lanes.size(), nextCollectiveTag(call) ^ planTag);
   // An in-place call of a plan not built for it (alltoall) has no ordering between what it sends
   // and what it overwrites: sending by reference there could wait on itself (see Work).
@@ -419,6 +430,12 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   } else {
     w.op = static_cast<RedOp>(call.op);
   }
+}
+
+bool Communicator::refillCollectiveWork(const Call& call, exec::Work* w) {
+  if (call.op >= kNumBuiltinOps || w->keep || !w->program) return false;
+  std::fill(w->laneTags.begin(), w->laneTags.end(), nextCollectiveTag(call) ^ w->planTag);
+  return true;
 }
 
 exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {

@@ -38,6 +38,7 @@ class Communicator : public exec::ConnectionSource {
   int size() const { return nranks_; }
   const CommConfig& config() const { return cfg_; }
   uint64_t commHash() const { return commHash_; }
+  uint64_t serial() const { return serial_; }
   bootstrap::Bootstrap& bootstrap() { return *boot_; }
   Doorbell* bell() const { return bell_->bell(); }
 
@@ -47,6 +48,10 @@ class Communicator : public exec::ConnectionSource {
   exec::Work collectiveWork(const Call& call);
   // The same into an existing Work, reusing its storage (the per-call fast path).
   void fillCollectiveWork(const Call& call, exec::Work* w);
+  // A Work this communicator filled for an identical call (same buffers, count, type, built-in
+  // op, root), ready to run again: only its message tags advance. False (nothing changed) when
+  // the Work cannot be reused that way (pooled scratch, a user-defined op).
+  bool refillCollectiveWork(const Call& call, exec::Work* w);
   // Builds the Work for the point-to-point calls of one group (in call order).
   exec::Work p2pWork(const std::vector<Call>& calls);
 
@@ -95,6 +100,7 @@ class Communicator : public exec::ConnectionSource {
   int nranks_ = 0;
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   uint64_t commHash_ = 0;
+  uint64_t serial_ = 0;  // unique in this process, unlike the address (reused after destroy)
   std::unique_ptr<transport::RankBell> bell_;
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> peerBells_;
@@ -107,6 +113,9 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex connMu_;
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;
+  // Lock-free copies of conns_ for the first channels, read on every step of every call.
+  static constexpr int kFastChannels = 16;
+  std::unique_ptr<std::atomic<transport::Connection*>[]> fastConns_;
 
   std::shared_ptr<ScratchPool> scratch_ = std::make_shared<ScratchPool>();
   static constexpr size_t kInlineScratchBytes = 64 * 1024;  // smaller scratch lives in the Work

@@ -67,8 +67,14 @@ class WorkRunner {
     premul_ = w.op == RedOp::kPreMulSum;
     const plan::BufferSizes sizes = plan::bufferSizes(w.plan->spec, w.rank);
     streamOutput_ = streamOutputBytes() > 0 && sizes.output * elemSize_ >= streamOutputBytes();
-    inputBegin_ = w.buffers[plan::kInput];
-    inputEnd_ = inputBegin_ ? inputBegin_ + sizes.input * elemSize_ : nullptr;
+    // Only input this rank reads counts (a broadcast or scatter reads the root's alone).
+    const plan::Spec& spec = w.plan->spec;
+    const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||
+                          spec.coll == plan::Collective::kScatter;
+    if (!rootOnly || spec.root == w.rank) {
+      inputBegin_ = w.buffers[plan::kInput];
+      inputEnd_ = inputBegin_ ? inputBegin_ + sizes.input * elemSize_ : nullptr;
+    }
   }
 
   // Done when every lane finished and every peer finished reading our memory.
@@ -126,6 +132,7 @@ class WorkRunner {
   }
 
   bool drained() {
+    if (outstanding_.empty()) return true;
     std::erase_if(outstanding_, [](const Outstanding& o) { return o.conn->consumed(o.count); });
     return outstanding_.empty();
   }

@@ -35,6 +35,7 @@ struct Work {
   RedOp op = RedOp::kSum;                  // Sum, Prod, Max, Min or PreMulSum
   Scalar scalar;                           // PreMulSum factor applied to reads of kInput
   std::vector<uint32_t> laneTags;          // tag each lane's messages carry (mismatch detection)
+  uint32_t planTag = 0;                    // the part of the tags naming a library plan
   ConnectionSource* conns = nullptr;
   const std::atomic<bool>* abort = nullptr;
   std::function<void()> finish;            // runs on completion (e.g. integer Avg division)

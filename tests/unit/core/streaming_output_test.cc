@@ -36,9 +36,9 @@ TEST_P(StreamingOutput, EveryCollectiveIsExact) {
   const int n = std::get<0>(GetParam());
   // Odd counts put chunk boundaries (and so destinations) off 64-byte lines; 40009 floats span
   // several slices; 1 and 17 are shorter than one line.
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
-                    Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter,
-                    Coll::kSendRecv})
+  for (Coll coll :
+       {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather,
+        Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv})
     for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclBfloat16})
       for (size_t count : {size_t(1), size_t(17), size_t(1031), size_t(40009)})
         for (bool inPlace : {false, true}) {
