@@ -2,24 +2,6 @@
 
 namespace weft {
 
-size_t dataTypeSize(DataType t) {
-  switch (t) {
-    case DataType::kInt8:
-    case DataType::kUint8:
-    case DataType::kFp8E4M3:
-    case DataType::kFp8E5M2: return 1;
-    case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
-    case DataType::kInt32:
-    case DataType::kUint32:
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64:
-    case DataType::kUint64:
-    case DataType::kFloat64: return 8;
-  }
-  return 0;
-}
-
 const char* dataTypeName(DataType t) {
   static const char* kNames[kNumDataTypes] = {"int8",  "uint8", "int32",  "uint32",
                                               "int64", "uint64", "half",  "float",

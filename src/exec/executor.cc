@@ -65,8 +65,11 @@ class WorkRunner {
     lanes_.assign(w.program->lanes.size(), LaneState{});
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
+    // No rank's output exceeds count x nranks elements: small calls skip the sizes.
+    const uint64_t most = w.plan->spec.count * static_cast<uint64_t>(w.plan->spec.nranks);
+    if (streamOutputBytes() == 0 || most * elemSize_ < streamOutputBytes()) return;
     const plan::BufferSizes sizes = plan::bufferSizes(w.plan->spec, w.rank);
-    streamOutput_ = streamOutputBytes() > 0 && sizes.output * elemSize_ >= streamOutputBytes();
+    streamOutput_ = sizes.output * elemSize_ >= streamOutputBytes();
     // Only input this rank reads counts (a broadcast or scatter reads the root's alone).
     const plan::Spec& spec = w.plan->spec;
     const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||

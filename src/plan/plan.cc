@@ -35,24 +35,6 @@ const char* opName(Op op) {
   return "?";
 }
 
-bool opSends(Op op) {
-  return op == Op::kSend || op == Op::kRecvCopySend || op == Op::kRecvReduceSend ||
-         op == Op::kRecvReduceCopySend;
-}
-bool opRecvs(Op op) {
-  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
-         op == Op::kRecvReduceSend || op == Op::kRecvReduceCopy || op == Op::kRecvReduceCopySend;
-}
-bool opReadsSrc(Op op) {
-  return op == Op::kSend || op == Op::kRecvReduceSend || op == Op::kRecvReduceCopy ||
-         op == Op::kRecvReduceCopySend || op == Op::kCopy || op == Op::kReduce;
-}
-bool opWritesDst(Op op) {
-  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
-         op == Op::kRecvReduceCopy || op == Op::kRecvReduceCopySend || op == Op::kCopy ||
-         op == Op::kReduce;
-}
-
 BufferSizes bufferSizes(const Spec& s, int rank) {
   const uint64_t n = s.nranks, c = s.count;
   switch (s.coll) {

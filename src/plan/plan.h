@@ -45,10 +45,26 @@ enum class Op : uint8_t {
   kReduce,              // dst = dst (op) src
 };
 const char* opName(Op op);
-bool opSends(Op op);
-bool opRecvs(Op op);
-bool opReadsSrc(Op op);   // uses `src` as an operand
-bool opWritesDst(Op op);  // writes `dst`
+// Inline: the executor asks these for every step it starts.
+inline bool opSends(Op op) {
+  return op == Op::kSend || op == Op::kRecvCopySend || op == Op::kRecvReduceSend ||
+         op == Op::kRecvReduceCopySend;
+}
+inline bool opRecvs(Op op) {
+  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
+         op == Op::kRecvReduceSend || op == Op::kRecvReduceCopy || op == Op::kRecvReduceCopySend;
+}
+// Uses `src` as an operand.
+inline bool opReadsSrc(Op op) {
+  return op == Op::kSend || op == Op::kRecvReduceSend || op == Op::kRecvReduceCopy ||
+         op == Op::kRecvReduceCopySend || op == Op::kCopy || op == Op::kReduce;
+}
+// Writes `dst`.
+inline bool opWritesDst(Op op) {
+  return op == Op::kRecv || op == Op::kRecvReduce || op == Op::kRecvCopySend ||
+         op == Op::kRecvReduceCopy || op == Op::kRecvReduceCopySend || op == Op::kCopy ||
+         op == Op::kReduce;
+}
 
 struct StepRef {
   int32_t lane = 0;
