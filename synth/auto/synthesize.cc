@@ -33,7 +33,8 @@ bool parseMethod(const std::string& name, Method* m) {
   return false;
 }
 
-plan::ChunkPlan synthesize(Method method, Collective coll, const Fabric& fabric, int root) {
+plan::ChunkPlan synthesize(Method method, Collective coll, const Fabric& fabric, int root,
+                           uint64_t chooseBytes) {
   plan::ChunkPlan cp;
   switch (method) {
     case Method::kRing: {
@@ -49,9 +50,12 @@ plan::ChunkPlan synthesize(Method method, Collective coll, const Fabric& fabric,
                         plan::collectiveName(coll) + " (allreduce only)");
       cp = treePlan(coll, searchTrees(fabric));
       break;
-    case Method::kPack:
-      cp = packPlan(coll, fabric, root);
+    case Method::kPack: {
+      PackPlanOptions options;
+      options.chooseBytes = chooseBytes;
+      cp = packPlan(coll, fabric, root, options);
       break;
+    }
   }
   cp.name = std::string("synth-") + methodName(method) + "-" + plan::collectiveName(coll) + "-" +
             std::to_string(fabric.nranks);

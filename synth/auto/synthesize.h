@@ -25,8 +25,10 @@ bool parseMethod(const std::string& name, Method* m);
 // The plan `method` synthesizes for `coll` (root for broadcast / reduce). Throws
 // weft::Error(kInvalidArgument) for a collective the method has no plan for (tree: allreduce
 // only; ring and pack: allgather, reducescatter, allreduce, broadcast, reduce).
+// `chooseBytes` > 0 lets pack choose among its job layouts and allreduce shapes by simulating
+// them at that size (PackPlanOptions::chooseBytes: seconds on 16 ranks at 1 GiB); 0 is cheap.
 plan::ChunkPlan synthesize(Method method, plan::Collective coll, const Fabric& fabric,
-                           int root = 0);
+                           int root = 0, uint64_t chooseBytes = 0);
 
 // The built-in algorithm `name` ("ring", "tree") in rank order for `bytes` (nccl-tests' terms),
 // as the communicator would build it; throws when the algorithm does not support `coll`.

@@ -113,6 +113,9 @@ class Engine {
   SimResult run() {
     result_.links.assign(fabric_.links.size(), {});
     result_.rankFinishUs.assign(plan_.spec.nranks, 0);
+    result_.laneFinishUs.resize(plan_.spec.nranks);
+    for (int r = 0; r < plan_.spec.nranks; ++r)
+      result_.laneFinishUs[r].assign(plan_.programs[r].lanes.size(), 0.0);
     for (size_t l = 0; l < lanes_.size(); ++l) work_.push_back(static_cast<int>(l));
     drainWork();
     while (true) {
@@ -497,6 +500,7 @@ class Engine {
     }
     L.phase = Phase::kDone;
     result_.rankFinishUs[L.rank] = std::max(result_.rankFinishUs[L.rank], now_);
+    result_.laneFinishUs[L.rank][L.lane] = now_;
   }
 
   static uint64_t sliceEnd(const StepInfo& s, uint64_t i) {

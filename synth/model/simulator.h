@@ -50,6 +50,7 @@ struct LinkUsage {
 struct SimResult {
   double timeUs = 0;                 // when the last step finished
   std::vector<double> rankFinishUs;  // per rank
+  std::vector<std::vector<double>> laneFinishUs;  // per rank and lane: when its last step ended
   std::vector<LinkUsage> links;      // per fabric link
   StepId lastStep;                   // the step that finished last
   std::vector<CriticalStep> criticalPath;

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
 
 #include "src/common/error.h"
+#include "synth/model/simulator.h"
 #include "synth/search/apportion.h"
 #include "synth/search/forest_plan.h"
 
@@ -149,11 +151,184 @@ uint64_t evenJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const 
   return best;
 }
 
-// Many chunks per root, split over each root's trees by weight; every tree runs as concurrent
-// jobs in proportion to its weight (the simulator and the links share bandwidth per transfer),
-// each job in ramped pieces. Returns chunks per root.
-uint64_t fineJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const PackPlanOptions& o,
-                  bool perRootData, double* rateOut, std::vector<TreeJob>* jobs) {
+// Links a tree loads per unit of rate (sparse: link, uses).
+std::vector<std::vector<std::pair<int, double>>> treeLinkUses(const Fabric& f,
+                                                             const PackResult& pack,
+                                                             TreeFlow flow) {
+  std::vector<std::vector<std::pair<int, double>>> uses(pack.trees.size());
+  for (size_t t = 0; t < pack.trees.size(); ++t) {
+    PackedTree one = pack.trees[t];
+    one.weight = 1;
+    const auto u = packLinkLoads(f, {one}, flow);
+    for (size_t l = 0; l < u.size(); ++l)
+      if (u[l] > 0) uses[t].push_back({static_cast<int>(l), u[l]});
+  }
+  return uses;
+}
+
+// Max-min fair rates (progressive filling) of `units[t]` identical jobs per tree, each loading
+// tree t's links: the rate one job of tree t gets (0 where units[t] == 0). This is how the
+// simulator (and the links) share bandwidth: per transfer, not per tree weight.
+std::vector<double> maxMinRates(const Fabric& f,
+                                const std::vector<std::vector<std::pair<int, double>>>& uses,
+                                const std::vector<uint64_t>& units) {
+  const size_t T = uses.size(), L = f.links.size();
+  std::vector<double> rate(T, 0.0), left(L);
+  for (size_t l = 0; l < L; ++l) left[l] = f.links[l].bw;
+  std::vector<char> frozen(T, 0), full(L, 0);
+  for (size_t t = 0; t < T; ++t) frozen[t] = units[t] == 0 || uses[t].empty();
+  std::vector<double> demand(L);
+  for (;;) {
+    std::fill(demand.begin(), demand.end(), 0.0);
+    bool any = false;
+    for (size_t t = 0; t < T; ++t) {
+      if (frozen[t]) continue;
+      any = true;
+      for (const auto& [l, x] : uses[t]) demand[l] += x * static_cast<double>(units[t]);
+    }
+    if (!any) break;
+    double step = -1;
+    for (size_t l = 0; l < L; ++l)
+      if (demand[l] > 0 && (step < 0 || left[l] / demand[l] < step)) step = left[l] / demand[l];
+    if (step < 0) break;
+    for (size_t t = 0; t < T; ++t)
+      if (!frozen[t]) rate[t] += step;
+    for (size_t l = 0; l < L; ++l) {
+      if (demand[l] <= 0) continue;
+      left[l] -= step * demand[l];
+      if (left[l] <= 1e-9 * f.links[l].bw) full[l] = 1;
+    }
+    for (size_t t = 0; t < T; ++t)
+      if (!frozen[t])
+        for (const auto& [l, x] : uses[t])
+          if (full[l]) frozen[t] = 1;
+  }
+  return rate;
+}
+
+// Per root: the summed max-min rate of its jobs.
+std::vector<double> rootRates(const PackResult& pack, int n, const std::vector<uint64_t>& units,
+                              const std::vector<double>& rate) {
+  std::vector<double> out(n, 0.0);
+  for (size_t t = 0; t < pack.trees.size(); ++t)
+    out[pack.trees[t].root] += static_cast<double>(units[t]) * rate[t];
+  return out;
+}
+
+// Leximin order on the roots' rates (ascending, with a relative tolerance).
+bool fairer(std::vector<double> a, std::vector<double> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double tol = 1e-9 * std::max(a[i], b[i]);
+    if (a[i] > b[i] + tol) return true;
+    if (a[i] < b[i] - tol) return false;
+  }
+  return false;
+}
+
+struct FineJob {
+  size_t tree = 0;
+  uint64_t count = 0;
+};
+using FineJobs = std::vector<std::vector<FineJob>>;  // per root
+
+// Fair-share jobs: the links share bandwidth per transfer, so every job of every tree gets its
+// max-min fair rate whatever the tree's LP weight. The job counts per tree start from the
+// weights (about unitsPerRoot per root) and move one job at a time (add, drop, or move within a
+// root) while that raises the roots' fair rates in leximin order; each root's chunks then go to
+// its jobs in proportion to their fair rates. *rateOut: the slowest root's fair rate.
+FineJobs fineJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const PackPlanOptions& o,
+                  double* rateOut) {
+  const int n = f.nranks;
+  const size_t T = pack.trees.size();
+  const uint64_t C = o.fineChunksPerRank;
+  const auto uses = treeLinkUses(f, pack, flow);
+  std::vector<uint64_t> units = shares(pack, n, o.unitsPerRoot);
+  const uint64_t maxJobs = o.maxUnitsPerRoot * static_cast<uint64_t>(n);
+  auto evaluate = [&](const std::vector<uint64_t>& u) {
+    return rootRates(pack, n, u, maxMinRates(f, uses, u));
+  };
+  std::vector<double> best = evaluate(units);
+  std::vector<uint64_t> perRootUnits(n, 0);
+  uint64_t total = 0;
+  for (size_t t = 0; t < T; ++t) perRootUnits[pack.trees[t].root] += units[t], total += units[t];
+  for (int iter = 0; iter < o.unitMoves; ++iter) {
+    std::vector<uint64_t> bestUnits;
+    std::vector<double> bestRates = best;
+    auto tryUnits = [&](const std::vector<uint64_t>& u) {
+      const auto r = evaluate(u);
+      if (fairer(r, bestRates)) bestRates = r, bestUnits = u;
+    };
+    for (size_t a = 0; a < T; ++a) {
+      const int r = pack.trees[a].root;
+      std::vector<uint64_t> u = units;
+      if (total < maxJobs && perRootUnits[r] < o.maxUnitsPerRoot) {
+        ++u[a];
+        tryUnits(u);
+        --u[a];
+      }
+      if (units[a] == 0) continue;
+      if (perRootUnits[r] > 1) {
+        --u[a];
+        tryUnits(u);
+        ++u[a];
+      }
+      for (size_t b = 0; b < T; ++b) {
+        if (b == a || pack.trees[b].root != r) continue;
+        --u[a], ++u[b];
+        tryUnits(u);
+        ++u[a], --u[b];
+      }
+    }
+    if (bestUnits.empty()) break;
+    units = std::move(bestUnits);
+    best = std::move(bestRates);
+    std::fill(perRootUnits.begin(), perRootUnits.end(), 0);
+    total = 0;
+    for (size_t t = 0; t < T; ++t) perRootUnits[pack.trees[t].root] += units[t], total += units[t];
+  }
+  const std::vector<double> rate = maxMinRates(f, uses, units);
+  *rateOut = *std::min_element(best.begin(), best.end());
+  FineJobs out(n);
+  for (int r = 0; r < n; ++r) {
+    // This root's jobs, each weighted by its fair rate.
+    std::vector<double> w;
+    std::vector<size_t> tree;
+    for (size_t t = 0; t < T; ++t)
+      if (pack.trees[t].root == r)
+        for (uint64_t i = 0; i < units[t]; ++i) w.push_back(rate[t]), tree.push_back(t);
+    if (w.empty()) continue;
+    const auto s = apportion(w, C);
+    for (size_t k = 0; k < s.size(); ++k)
+      if (s[k] > 0) out[r].push_back({tree[k], s[k]});
+  }
+  return out;
+}
+
+// The TreeJobs of `fine`: each root's jobs one after another over its C chunks.
+std::vector<TreeJob> treeJobs(const PackResult& pack, const FineJobs& fine, uint64_t C,
+                              bool perRootData, uint64_t steadyPieces) {
+  std::vector<TreeJob> jobs;
+  for (size_t r = 0; r < fine.size(); ++r) {
+    uint64_t at = perRootData ? r * C : 0;
+    for (const FineJob& fj : fine[r]) {
+      TreeJob j;
+      j.parent = pack.trees[fj.tree].parent;
+      j.first = at;
+      j.count = fj.count;
+      j.pieceSizes = rampedPieces(fj.count, steadyPieces);
+      at += fj.count;
+      jobs.push_back(std::move(j));
+    }
+  }
+  return jobs;
+}
+
+// Each tree's chunks in proportion to its LP weight (the packing's rate by bottleneck
+// arithmetic), cut into about unitsPerRoot x weight jobs per root.
+FineJobs weightJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
+                    const PackPlanOptions& o, double* rateOut) {
   const int n = f.nranks;
   const uint64_t C = o.fineChunksPerRank;
   std::vector<uint64_t> share = shares(pack, n, C);
@@ -161,22 +336,45 @@ uint64_t fineJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const 
     share = improveShares(f, pack, flow, std::move(share));
   *rateOut = roundedRate(f, pack, flow, share, C);
   const std::vector<uint64_t> units = shares(pack, n, o.unitsPerRoot);
-  std::vector<uint64_t> used(n, 0);
+  FineJobs out(n);
   for (size_t t = 0; t < pack.trees.size(); ++t) {
     if (share[t] == 0) continue;
-    const PackedTree& tree = pack.trees[t];
     const uint64_t k = std::clamp<uint64_t>(units[t], 1, share[t]);
-    for (uint64_t i = 0; i < k; ++i) {
-      TreeJob j;
-      j.parent = tree.parent;
-      j.count = share[t] * (i + 1) / k - share[t] * i / k;
-      j.first = (perRootData ? tree.root * C : 0) + used[tree.root];
-      j.pieceSizes = rampedPieces(j.count, o.steadyPieces);
-      used[tree.root] += j.count;
-      jobs->push_back(std::move(j));
-    }
+    for (uint64_t i = 0; i < k; ++i)
+      out[pack.trees[t].root].push_back({t, share[t] * (i + 1) / k - share[t] * i / k});
   }
-  return C;
+  return out;
+}
+
+// Jobs of equal data: U jobs per root spread over its trees like chunks (the fewest U from
+// unitsPerRoot to maxUnitsPerRoot whose rounding keeps minEfficiency of the rate, else the best),
+// so every job needs the same fair share.
+FineJobs equalJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
+                   const PackPlanOptions& o) {
+  const int n = f.nranks;
+  std::vector<uint64_t> bestShares;
+  double bestRate = -1;
+  for (uint64_t U = std::max<uint64_t>(1, o.unitsPerRoot); U <= o.maxUnitsPerRoot; ++U) {
+    std::vector<uint64_t> sh = shares(pack, n, U);
+    double rate = roundedRate(f, pack, flow, sh, U);
+    if (rate < o.minEfficiency * pack.rate) {
+      std::vector<uint64_t> better = improveShares(f, pack, flow, sh);
+      const double r = roundedRate(f, pack, flow, better, U);
+      if (r > rate) rate = r, sh = std::move(better);
+    }
+    if (rate > bestRate * (1 + 1e-9)) bestRate = rate, bestShares = sh;
+    if (rate >= o.minEfficiency * pack.rate) break;
+  }
+  FineJobs out(n);
+  const uint64_t C = o.fineChunksPerRank;
+  for (size_t t = 0; t < pack.trees.size(); ++t)
+    for (uint64_t i = 0; i < bestShares[t]; ++i) out[pack.trees[t].root].push_back({t, 0});
+  for (int r = 0; r < n; ++r) {
+    const uint64_t k = out[r].size();
+    for (uint64_t i = 0; i < k; ++i) out[r][i].count = C * (i + 1) / k - C * i / k;
+    std::erase_if(out[r], [](const FineJob& j) { return j.count == 0; });
+  }
+  return out;
 }
 
 }  // namespace
@@ -206,29 +404,121 @@ PackResult packFor(Collective coll, const Fabric& f, int root, const PackOptions
               std::string("packing: no tree schedule for ") + plan::collectiveName(coll));
 }
 
+namespace {
+
+// The jobs of one packing (chunk ranges per root for per-root collectives), before forestPlan.
+struct JobSet {
+  PackResult pack;
+  std::vector<TreeJob> jobs;
+  uint64_t chunksPerRoot = 0;
+  double rate = 0;
+};
+
+JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions& o,
+              bool choose = true) {
+  JobSet js;
+  js.pack = packFor(coll, f, root, o.pack);
+  const TreeFlow flow = flowOf(coll);
+  if (fineNeeded(js.pack)) {
+    js.chunksPerRoot = o.fineChunksPerRank;
+    std::vector<FineJobs> candidates = {weightJobs(f, js.pack, flow, o, &js.rate)};
+    if (o.chooseBytes > 0 && choose) {
+      double fairRate = 0;
+      candidates.push_back(fineJobs(f, js.pack, flow, o, &fairRate));
+      candidates.push_back(equalJobs(f, js.pack, flow, o));
+    }
+    double bestUs = -1;
+    const uint64_t C = perRoot(coll) ? js.chunksPerRoot * f.nranks : js.chunksPerRoot;
+    for (const FineJobs& fine : candidates) {
+      auto jobs = treeJobs(js.pack, fine, js.chunksPerRoot, perRoot(coll), o.steadyPieces);
+      double us = 0;
+      if (candidates.size() > 1)
+        us = simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate"), o.chooseBytes, f)
+                 .timeUs;
+      if (bestUs < 0 || us < bestUs) bestUs = us, js.jobs = std::move(jobs);
+    }
+  } else {
+    js.chunksPerRoot = evenJobs(f, js.pack, flow, o, perRoot(coll), &js.rate, &js.jobs);
+  }
+  return js;
+}
+
+// `js` with every chunk cut into `k` (the same pieces, k times the chunks).
+void refine(JobSet& js, uint64_t k) {
+  if (k == 1) return;
+  for (TreeJob& j : js.jobs) {
+    if (j.pieceSizes.empty() && j.pieces == 0) j.pieces = j.count;
+    j.first *= k;
+    j.count *= k;
+    for (uint64_t& m : j.pieceSizes) m *= k;
+  }
+  js.chunksPerRoot *= k;
+}
+
+PackedPlan treesAllReduce(const Fabric& f, const PackPlanOptions& o) {
+  PackedPlan out;
+  JobSet js = jobSet(Collective::kAllReduce, f, 0, o, false);
+  out.pack = std::move(js.pack);
+  out.chunksPerRoot = js.chunksPerRoot;
+  out.roundedRate = js.rate;
+  out.plan = forestPlan(Collective::kAllReduce, f.nranks, 0, js.chunksPerRoot * f.nranks, js.jobs,
+                        "pack-allreduce");
+  return out;
+}
+
+// `lpRate`: the rate per root of the two packings together (before rounding).
+PackedPlan rsAgAllReduce(const Fabric& f, const PackPlanOptions& o, double* lpRate = nullptr) {
+  PackedPlan out;
+  JobSet rs = jobSet(Collective::kReduceScatter, f, 0, o, false);
+  JobSet ag = jobSet(Collective::kAllGather, f, 0, o, false);
+  const uint64_t common = std::lcm(rs.chunksPerRoot, ag.chunksPerRoot);
+  refine(rs, common / rs.chunksPerRoot);
+  refine(ag, common / ag.chunksPerRoot);
+  if (lpRate) *lpRate = 1 / (1 / rs.pack.rate + 1 / ag.pack.rate);
+  out.pack = std::move(ag.pack);
+  out.chunksPerRoot = common;
+  out.roundedRate = rs.rate > 0 && ag.rate > 0 ? 1 / (1 / rs.rate + 1 / ag.rate) : 0;
+  out.plan = forestPlanAllReduce(f.nranks, common * f.nranks, rs.jobs, ag.jobs,
+                                 "pack-allreduce-rsag");
+  return out;
+}
+
+}  // namespace
+
 PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
                             const PackPlanOptions& o) {
   if (o.maxChunksPerRank < 1 || !(o.minEfficiency > 0 && o.minEfficiency <= 1))
     throw Error(Status::kInvalidArgument,
                 "pack plan: maxChunksPerRank must be >= 1 and minEfficiency in (0, 1]");
-  PackedPlan out;
-  out.pack = packFor(coll, f, root, o.pack);
   const int n = f.nranks;
-  const TreeFlow flow = flowOf(coll);
   if (n == 1) {  // one rank: a copy (the tree is the root alone)
+    PackedPlan out;
+    out.pack = packFor(coll, f, root, o.pack);
     out.chunksPerRoot = 1;
     out.roundedRate = out.pack.rate;
-    out.plan = forestPlan(coll, 1, root, 1, {TreeJob{{-1}, 0, 1, 0}},
+    out.plan = forestPlan(coll, 1, root, 1, {TreeJob{{-1}, 0, 1, 0, {}}},
                           std::string("pack-") + plan::collectiveName(coll));
     return out;
   }
-  std::vector<TreeJob> jobs;
-  const uint64_t best = fineNeeded(out.pack)
-                            ? fineJobs(f, out.pack, flow, o, perRoot(coll), &out.roundedRate, &jobs)
-                            : evenJobs(f, out.pack, flow, o, perRoot(coll), &out.roundedRate, &jobs);
-  out.chunksPerRoot = best;
-  const uint64_t C = perRoot(coll) ? best * n : best;
-  out.plan = forestPlan(coll, n, root, C, jobs, std::string("pack-") + plan::collectiveName(coll));
+  if (coll == Collective::kAllReduce) {
+    if (o.allReduce == AllReduceShape::kTrees) return treesAllReduce(f, o);
+    if (o.allReduce == AllReduceShape::kRsAg) return rsAgAllReduce(f, o);
+    PackedPlan trees = treesAllReduce(f, o);
+    double rsagRate = 0;
+    PackedPlan rsag = rsAgAllReduce(f, o, &rsagRate);
+    if (o.chooseBytes == 0)  // the packings' rates; ties go to RS + AG (one direction per edge)
+      return rsagRate >= trees.pack.rate * (1 - 1e-6) ? std::move(rsag) : std::move(trees);
+    const double a = simulate(trees.plan, o.chooseBytes, f).timeUs;
+    const double b = simulate(rsag.plan, o.chooseBytes, f).timeUs;
+    return b < a ? std::move(rsag) : std::move(trees);
+  }
+  PackedPlan out;
+  JobSet js = jobSet(coll, f, root, o);
+  out.pack = std::move(js.pack);
+  out.chunksPerRoot = js.chunksPerRoot;
+  out.roundedRate = js.rate;
+  const uint64_t C = perRoot(coll) ? js.chunksPerRoot * n : js.chunksPerRoot;
+  out.plan = forestPlan(coll, n, root, C, js.jobs, std::string("pack-") + plan::collectiveName(coll));
   return out;
 }
 

@@ -10,6 +10,11 @@
 
 namespace weft::synth {
 
+// How the packed allreduce runs: reduce up and broadcast down the same trees (kTrees), the
+// packed reduce-scatter followed by the packed allgather (kRsAg), or whichever of the two the
+// simulator finds faster at `chooseBytes` (kBest; see there).
+enum class AllReduceShape { kBest, kTrees, kRsAg };
+
 struct PackPlanOptions {
   uint64_t maxChunksPerRank = 64;  // chunks of one root's data (all of it for broadcast / reduce)
   double minEfficiency = 0.99;     // fewest chunks whose rounding keeps this share of the rate
@@ -20,7 +25,19 @@ struct PackPlanOptions {
   // in ramped pieces (about `steadyPieces` large ones per job between doubling / halving ramps).
   uint64_t fineChunksPerRank = 512;
   uint64_t unitsPerRoot = 8;
+  // The other layouts (chooseBytes > 0): fair-share job counts move one job at a time (at most
+  // unitMoves times, up to maxUnitsPerRoot per root); equal jobs take the fewest per root from
+  // unitsPerRoot to maxUnitsPerRoot that keep minEfficiency of the rate.
+  uint64_t maxUnitsPerRoot = 16;
+  int unitMoves = 200;
   uint64_t steadyPieces = 4;
+  AllReduceShape allReduce = AllReduceShape::kBest;
+  // Where > 0: the fine allgather / reduce-scatter / broadcast / reduce plan takes the fastest
+  // of three job layouts (weight-proportional jobs, max-min fair-share job counts, equal jobs)
+  // and the allreduce the faster shape (each with weight-proportional jobs), simulated at this
+  // many bytes (seconds for 16 ranks at 1 GiB). 0: weight-proportional jobs, and the
+  // allreduce shape whose packings have the higher rate (ties: reduce-scatter + allgather).
+  uint64_t chooseBytes = 0;
   PackOptions pack;
 };
 

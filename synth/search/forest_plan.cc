@@ -69,6 +69,46 @@ std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
   return out;
 }
 
+// Drops lanes without steps, renumbering dependencies and `owner` (per rank and lane).
+void dropEmptyLanes(plan::ChunkPlan& cp, std::vector<std::vector<int>>& owner) {
+  for (size_t r = 0; r < cp.programs.size(); ++r) {
+    auto& p = cp.programs[r];
+    std::vector<int> keptOwner;
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      if (!p.lanes[l].steps.empty()) keptOwner.push_back(owner[r][l]);
+    owner[r] = std::move(keptOwner);
+    bool anyEmpty = false;
+    for (const auto& l : p.lanes) anyEmpty |= l.steps.empty();
+    if (!anyEmpty) continue;
+    std::vector<int> newIndex(p.lanes.size(), -1);
+    std::vector<plan::Lane> kept;
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      if (!p.lanes[l].steps.empty()) {
+        newIndex[l] = static_cast<int>(kept.size());
+        kept.push_back(std::move(p.lanes[l]));
+      }
+    for (auto& l : kept)
+      for (auto& s : l.steps)
+        for (auto& d : s.deps) d.lane = newIndex[d.lane];
+    p.lanes = std::move(kept);
+  }
+}
+
+// Keeps, per lane, only the latest of `deps` (earlier steps of a lane are implied).
+std::vector<StepRef> latestPerLane(const std::vector<StepRef>& deps) {
+  std::vector<StepRef> out;
+  for (const StepRef& d : deps) {
+    bool merged = false;
+    for (StepRef& o : out)
+      if (o.lane == d.lane) {
+        o.step = std::max(o.step, d.step);
+        merged = true;
+      }
+    if (!merged) out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady) {
@@ -135,7 +175,8 @@ std::vector<int> forestChannels(Collective coll, const std::vector<TreeJob>& job
 }
 
 plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
-                           const std::vector<TreeJob>& jobs, const std::string& name) {
+                           const std::vector<TreeJob>& jobs, const std::string& name,
+                           std::vector<std::vector<int>>* laneJobs) {
   const bool perRoot = coll == Collective::kAllGather || coll == Collective::kReduceScatter;
   const bool rooted = coll == Collective::kBroadcast || coll == Collective::kReduce;
   if (!perRoot && !rooted && coll != Collective::kAllReduce)
@@ -185,6 +226,7 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     if (coll == Collective::kReduceScatter || coll == Collective::kReduce) p.scratchChunks = C;
   }
   const std::vector<int> channels = forestChannels(coll, jobs);
+  std::vector<std::vector<int>> owner(n);  // per rank and lane: the job it serves
 
   // Scratch layout per rank: [0, C) partial sums of reduce / reduce-scatter, then C chunks per
   // extra child of an in-tree node (its contribution lands there before it is added).
@@ -198,6 +240,10 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     const auto pieces = piecesOf(j);
     for (int r = 0; r < n; ++r) {
       plan::ChunkProgram& p = cp.programs[r];
+      auto addLane = [&](plan::ChunkProgram& prog, int ch) {
+        owner[r].push_back(static_cast<int>(ji));
+        return synth::addLane(prog, ch);
+      };
       const int par = j.parent[r];
       const auto& ch = kids[r];
       // Where rank r keeps the partial sum of loop chunk a (the tree root: its result).
@@ -286,24 +332,174 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
       }
     }
   }
-  // Drop lanes that ended up empty (a root with no children when n == 1 keeps its copy).
-  for (auto& p : cp.programs) {
-    bool anyEmpty = false;
-    for (const auto& l : p.lanes) anyEmpty |= l.steps.empty();
-    if (!anyEmpty) continue;
-    // Renumber dependencies around removed lanes.
-    std::vector<int> newIndex(p.lanes.size(), -1);
-    std::vector<plan::Lane> kept;
-    for (size_t l = 0; l < p.lanes.size(); ++l)
-      if (!p.lanes[l].steps.empty()) {
-        newIndex[l] = static_cast<int>(kept.size());
-        kept.push_back(std::move(p.lanes[l]));
+  dropEmptyLanes(cp, owner);
+  if (laneJobs) *laneJobs = std::move(owner);
+  return cp;
+}
+
+}  // namespace weft::synth
+
+namespace weft::synth {
+
+plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob>& upJobs,
+                                    const std::vector<TreeJob>& downJobs, const std::string& name,
+                                    std::vector<std::vector<int>>* laneJobs) {
+  if (n < 1) reject("nranks " + std::to_string(n));
+  if (C == 0) reject("no chunks per loop");
+  // Per chunk: the root of the job reducing it, and of the job broadcasting it.
+  auto check = [&](const std::vector<TreeJob>& jobs, const char* phase) {
+    std::vector<int> rootOf(C, -1);
+    std::vector<int> roots;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const TreeJob& j = jobs[i];
+      const std::string what = std::string(phase) + " job " + std::to_string(i);
+      if (static_cast<int>(j.parent.size()) != n) reject(what + " does not span the ranks");
+      const int r = treeRoot(j.parent);
+      if (r < 0) reject(what + " is not a spanning tree");
+      if (j.count == 0 || j.first + j.count > C) reject(what + " has a bad chunk range");
+      uint64_t pieceSum = 0;
+      for (uint64_t m : j.pieceSizes) pieceSum += m;
+      if (!j.pieceSizes.empty() && pieceSum != j.count)
+        reject(what + "'s piece sizes do not add up to its chunk count");
+      for (uint64_t c = j.first; c < j.first + j.count; ++c) {
+        if (rootOf[c] >= 0) reject("chunk " + std::to_string(c) + " is in two " + phase + " jobs");
+        rootOf[c] = r;
       }
-    for (auto& l : kept)
-      for (auto& s : l.steps)
-        for (auto& d : s.deps) d.lane = newIndex[d.lane];
-    p.lanes = std::move(kept);
+      roots.push_back(r);
+    }
+    for (uint64_t c = 0; c < C; ++c)
+      if (rootOf[c] < 0) reject("chunk " + std::to_string(c) + " is in no " + phase + " job");
+    return std::make_pair(rootOf, roots);
+  };
+  const auto [upRootOf, upRoots] = check(upJobs, "reduce");
+  const auto [downRootOf, downRoots] = check(downJobs, "broadcast");
+  for (uint64_t c = 0; c < C; ++c)
+    if (upRootOf[c] != downRootOf[c])
+      reject("chunk " + std::to_string(c) + " is reduced to rank " + std::to_string(upRootOf[c]) +
+             " but broadcast from rank " + std::to_string(downRootOf[c]));
+
+  plan::ChunkPlan cp;
+  cp.name = name;
+  cp.coll = Collective::kAllReduce;
+  cp.nranks = n;
+  cp.root = 0;
+  cp.chunksPerLoop = C;
+  cp.programs.resize(n);
+  for (auto& p : cp.programs) p.inputChunks = p.outputChunks = C;
+  std::vector<std::vector<int>> owner(n);
+  const std::vector<int> upChannels = forestChannels(Collective::kReduceScatter, upJobs);
+  std::vector<int> downChannels = forestChannels(Collective::kAllGather, downJobs);
+  int firstDown = 0;
+  for (int c : upChannels) firstDown = std::max(firstDown, c + 1);
+  for (int& c : downChannels) c += firstDown;
+  // Per rank and chunk: the up step that last touches out(c) (at the root: the one that leaves
+  // the full sum there).
+  std::vector<std::vector<StepRef>> lastUp(n, std::vector<StepRef>(C, StepRef{-1, -1}));
+
+  // Reduce phase: as the reduce-scatter of forestPlan, partial sums in the output buffer.
+  for (size_t ji = 0; ji < upJobs.size(); ++ji) {
+    const TreeJob& j = upJobs[ji];
+    const int channel = upChannels[ji];
+    std::vector<std::vector<int>> kids(n);
+    for (int r = 0; r < n; ++r)
+      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const auto pieces = piecesOf(j);
+    for (int r = 0; r < n; ++r) {
+      plan::ChunkProgram& p = cp.programs[r];
+      auto lane = [&](int ch) {
+        owner[r].push_back(static_cast<int>(ji));
+        return addLane(p, ch);
+      };
+      const int par = j.parent[r];
+      const auto& ch = kids[r];
+      auto extra = [&](size_t k, uint64_t a) { return scratch((k - 1) * C + a); };
+      if (ch.size() > 1) p.scratchChunks = std::max<uint64_t>(p.scratchChunks, (ch.size() - 1) * C);
+      std::vector<int> side;
+      for (size_t k = 1; k < ch.size(); ++k) side.push_back(lane(channel));
+      const int up = lane(channel);
+      auto touch = [&](StepRef at, uint64_t a, uint64_t m) {
+        for (uint64_t c = a; c < a + m; ++c) lastUp[r][c] = at;
+      };
+      for (const auto& [a, m] : pieces) {
+        std::vector<StepRef> got;
+        for (size_t k = 1; k < ch.size(); ++k)
+          got.push_back(add(p, side[k - 1], step(Op::kRecv, ch[k], -1, {}, extra(k, a), m)));
+        Ref own = in(a);
+        if (!got.empty()) {
+          own = out(a);
+          touch(add(p, up, step(Op::kCopy, -1, -1, in(a), own, m)), a, m);
+          for (size_t k = 1; k < ch.size(); ++k) {
+            Step st = step(Op::kReduce, -1, -1, extra(k, a), own, m);
+            st.deps.push_back(got[k - 1]);
+            touch(add(p, up, std::move(st)), a, m);
+          }
+        }
+        if (ch.empty() && par < 0)
+          touch(add(p, up, step(Op::kCopy, -1, -1, in(a), out(a), m)), a, m);
+        else if (ch.empty())
+          add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
+        else if (par >= 0)
+          touch(add(p, up, step(Op::kRecvReduceSend, ch[0], par, own, {}, m)), a, m);
+        else
+          touch(add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, own, out(a), m)), a, m);
+      }
+    }
   }
+  // A step of rank r touching out[a, a + m) after the reduce phase: it waits for the up steps
+  // that touch those chunks there (at a root: the full sums).
+  auto after = [&](int r, uint64_t a, uint64_t m) {
+    std::vector<StepRef> deps;
+    for (uint64_t c = a; c < a + m; ++c)
+      if (lastUp[r][c].lane >= 0) deps.push_back(lastUp[r][c]);
+    return latestPerLane(deps);
+  };
+
+  // Broadcast phase: as the allgather of forestPlan, from the root's output.
+  for (size_t ji = 0; ji < downJobs.size(); ++ji) {
+    const TreeJob& j = downJobs[ji];
+    const int tr = downRoots[ji];
+    const int channel = downChannels[ji];
+    std::vector<std::vector<int>> kids(n);
+    for (int r = 0; r < n; ++r)
+      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const auto pieces = piecesOf(j);
+    for (int r = 0; r < n; ++r) {
+      plan::ChunkProgram& p = cp.programs[r];
+      auto lane = [&](int ch) {
+        owner[r].push_back(static_cast<int>(upJobs.size() + ji));
+        return addLane(p, ch);
+      };
+      const int par = j.parent[r];
+      const auto& ch = kids[r];
+      if (r == tr) {
+        for (int c : ch) {
+          const int l = lane(channel);
+          for (const auto& [a, m] : pieces) {
+            Step st = step(Op::kSend, -1, c, out(a), {}, m);
+            st.deps = after(r, a, m);
+            add(p, l, std::move(st));
+          }
+        }
+      } else {
+        const int down = lane(channel);
+        std::vector<int> side;
+        for (size_t k = 1; k < ch.size(); ++k) side.push_back(lane(channel));
+        for (const auto& [a, m] : pieces) {
+          Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
+                               : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
+          st.deps = after(r, a, m);
+          const StepRef got = add(p, down, std::move(st));
+          for (size_t k = 1; k < ch.size(); ++k) {
+            Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
+            fwd.deps.push_back(got);
+            add(p, side[k - 1], std::move(fwd));
+          }
+        }
+      }
+    }
+  }
+  dropEmptyLanes(cp, owner);
+  if (laneJobs) *laneJobs = std::move(owner);
   return cp;
 }
 

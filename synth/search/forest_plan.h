@@ -37,8 +37,21 @@ int treeRoot(const std::vector<int>& parent);
 // output block [r * C / n, (r + 1) * C / n), reduce-scatter jobs the same blocks of the input,
 // broadcast / reduce jobs are rooted at `root`; the ranges of all jobs partition [0, C) with
 // C = chunksPerLoop. Throws weft::Error(kInvalidArgument) naming the job that breaks a rule.
+// `laneJobs`, when given, receives per rank and lane the index of the job the lane serves.
 plan::ChunkPlan forestPlan(plan::Collective coll, int nranks, int root, uint64_t chunksPerLoop,
-                           const std::vector<TreeJob>& jobs, const std::string& name);
+                           const std::vector<TreeJob>& jobs, const std::string& name,
+                           std::vector<std::vector<int>>* laneJobs = nullptr);
+
+// Allreduce as a reduce-scatter followed by an allgather over different trees: `upJobs` reduce
+// each chunk to their root (partial sums in the output buffer), `downJobs` broadcast it from
+// there; both partition [0, C) and agree on every chunk's root. A root's first send of a chunk
+// waits for its full sum, a rank's receive of a chunk for its own reduce steps on it, so the
+// broadcast of one chunk overlaps the reduction of others. Lanes serving downJobs[k] count as
+// job upJobs.size() + k in `laneJobs`.
+plan::ChunkPlan forestPlanAllReduce(int nranks, uint64_t chunksPerLoop,
+                                    const std::vector<TreeJob>& upJobs,
+                                    const std::vector<TreeJob>& downJobs, const std::string& name,
+                                    std::vector<std::vector<int>>* laneJobs = nullptr);
 
 // Channels forestPlan() gives the jobs (for tests and tools).
 std::vector<int> forestChannels(plan::Collective coll, const std::vector<TreeJob>& jobs);

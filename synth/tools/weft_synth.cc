@@ -46,6 +46,7 @@ const char* kUsage =
     "                     = output, reducescatter = input, others = the buffer\n"
     "  --method NAME      ring, tree (allreduce), pack, exact (Z3 builds), or best (default):\n"
     "                     the lowest simulated time at the largest size among ring, tree, pack\n"
+    "                     (pack picks its job layout and allreduce shape at that size too)\n"
     "  --gpus LIST        GPUs that are ranks, e.g. 0,1,3 (default: all)\n"
     "  --ranks N          machines without GPUs: N host ranks per host\n"
     "  --root R           root of broadcast / reduce (default 0)\n"
@@ -286,7 +287,7 @@ int run(int argc, char** argv) {
       } else {
         synth::Method method;
         synth::parseMethod(m, &method);
-        cp = synth::synthesize(method, coll, fabric, args.root);
+        cp = synth::synthesize(method, coll, fabric, args.root, largest);
       }
     } catch (const Error& e) {
       if (methods.size() == 1) throw;

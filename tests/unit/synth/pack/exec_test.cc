@@ -90,5 +90,19 @@ TEST(Execute, PackedAllReduceOnThePcieMachine) {
   EXPECT_EQ(runAndCheck(cp, test::baseCount(cp) * 2), "");
 }
 
+// The allreduce as the packed reduce-scatter then the packed allgather (partial sums in the
+// output buffer, each chunk broadcast once its sum is complete), in and out of place.
+TEST(Execute, ReduceScatterThenAllGatherAllReduce) {
+  FabricOptions o;
+  o.gpus = {0, 1, 4, 5};
+  PackPlanOptions po;
+  po.allReduce = AllReduceShape::kRsAg;
+  for (const Fabric& f : {test::goldenFabric("dgx1-v100", o), test::goldenFabric("pcie-8gpu")}) {
+    const plan::ChunkPlan cp = packPlan(Collective::kAllReduce, f, 0, po);
+    EXPECT_EQ(cp.name, "pack-allreduce-rsag");
+    EXPECT_EQ(runAndCheck(cp, test::baseCount(cp) * 2), "");
+  }
+}
+
 }  // namespace
 }  // namespace weft::synth
