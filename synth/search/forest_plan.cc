@@ -51,6 +51,44 @@ StepRef add(plan::ChunkProgram& p, int lane, Step s) {
   return {lane, static_cast<int32_t>(steps.size()) - 1};
 }
 
+// The down half of a tree job at one rank. The root sends every piece to each child on a lane
+// of its own, so it feeds all its links at once; any other rank receives each piece (streaming
+// it on to its first child) on one lane and feeds further children from the received chunk on
+// lanes of their own. `rootSrc(a)` is the root's data, `deps(i, a, m)` what piece i waits for,
+// `newLane()` a fresh lane of the job's channel.
+template <class Src, class Deps, class NewLane>
+void emitDown(plan::ChunkProgram& p, bool isRoot, int par, const std::vector<int>& ch,
+              const std::vector<std::pair<uint64_t, uint64_t>>& pieces, Src rootSrc, Deps deps,
+              NewLane newLane) {
+  if (isRoot) {
+    for (int c : ch) {
+      const int lane = newLane();
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        const auto [a, m] = pieces[i];
+        Step st = step(Op::kSend, -1, c, rootSrc(a), {}, m);
+        st.deps = deps(i, a, m);
+        add(p, lane, std::move(st));
+      }
+    }
+    return;
+  }
+  const int down = newLane();
+  std::vector<int> side;
+  for (size_t k = 1; k < ch.size(); ++k) side.push_back(newLane());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const auto [a, m] = pieces[i];
+    Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
+                         : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
+    st.deps = deps(i, a, m);
+    const StepRef got = add(p, down, std::move(st));
+    for (size_t k = 1; k < ch.size(); ++k) {
+      Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
+      fwd.deps.push_back(got);
+      add(p, side[k - 1], std::move(fwd));
+    }
+  }
+}
+
 // Piece boundaries of [first, first + count): `pieces` near-equal whole-chunk pieces.
 std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
   if (!j.pieceSizes.empty()) {
@@ -209,8 +247,7 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
   }
   for (uint64_t c = 0; c < C; ++c)
     if (cover[c] != 1)
-      reject("chunk " + std::to_string(c) + " is carried by " + std::to_string(cover[c]) +
-             " jobs");
+      reject("chunk " + std::to_string(c) + " is carried by " + std::to_string(cover[c]) + " jobs");
 
   plan::ChunkPlan cp;
   cp.name = name;
@@ -294,41 +331,18 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         auto rootSrc = [&](uint64_t a) {
           return coll == Collective::kAllReduce ? out(a) : in(ag ? a - tr * block : a);
         };
-        if (r == tr) {
-          // One lane per child: the root feeds all its links at once.
-          if (coll != Collective::kAllReduce) {
-            const int copy = addLane(p, channel);
-            add(p, copy, step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first),
-                              out(j.first), j.count));
-          }
-          for (int c : ch) {
-            const int lane = addLane(p, channel);
-            for (size_t pi = 0; pi < pieces.size(); ++pi) {
-              const auto [a, m] = pieces[pi];
-              Step st = step(Op::kSend, -1, c, rootSrc(a), {}, m);
-              if (!upEnd.empty()) st.deps.push_back(upEnd[pi]);
-              add(p, lane, std::move(st));
-            }
-          }
-        } else {
-          // Receive (and stream on to the first child) on one lane; further children are fed
-          // from the received chunk on lanes of their own.
-          const int down = addLane(p, channel);
-          std::vector<int> side;
-          for (size_t k = 1; k < ch.size(); ++k) side.push_back(addLane(p, channel));
-          for (size_t pi = 0; pi < pieces.size(); ++pi) {
-            const auto [a, m] = pieces[pi];
-            Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
-                                 : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
-            if (!upEnd.empty()) st.deps.push_back(upEnd[pi]);
-            const StepRef got = add(p, down, std::move(st));
-            for (size_t k = 1; k < ch.size(); ++k) {
-              Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
-              fwd.deps.push_back(got);
-              add(p, side[k - 1], std::move(fwd));
-            }
-          }
+        if (r == tr && coll != Collective::kAllReduce) {
+          const int copy = addLane(p, channel);
+          add(p, copy,
+              step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first), out(j.first),
+                   j.count));
         }
+        emitDown(
+            p, r == tr, par, ch, pieces, rootSrc,
+            [&](size_t i, uint64_t, uint64_t) {
+              return upEnd.empty() ? std::vector<StepRef>{} : std::vector<StepRef>{upEnd[i]};
+            },
+            [&] { return addLane(p, channel); });
       }
     }
   }
@@ -471,31 +485,10 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
       };
       const int par = j.parent[r];
       const auto& ch = kids[r];
-      if (r == tr) {
-        for (int c : ch) {
-          const int l = lane(channel);
-          for (const auto& [a, m] : pieces) {
-            Step st = step(Op::kSend, -1, c, out(a), {}, m);
-            st.deps = after(r, a, m);
-            add(p, l, std::move(st));
-          }
-        }
-      } else {
-        const int down = lane(channel);
-        std::vector<int> side;
-        for (size_t k = 1; k < ch.size(); ++k) side.push_back(lane(channel));
-        for (const auto& [a, m] : pieces) {
-          Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
-                               : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
-          st.deps = after(r, a, m);
-          const StepRef got = add(p, down, std::move(st));
-          for (size_t k = 1; k < ch.size(); ++k) {
-            Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
-            fwd.deps.push_back(got);
-            add(p, side[k - 1], std::move(fwd));
-          }
-        }
-      }
+      emitDown(
+          p, r == tr, par, ch, pieces, out,
+          [&](size_t, uint64_t a, uint64_t m) { return after(r, a, m); },
+          [&] { return lane(channel); });
     }
   }
   dropEmptyLanes(cp, owner);
