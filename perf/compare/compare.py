@@ -14,7 +14,8 @@ plus the machine's memcpy / reduce bandwidth (mem_bench) at the start and at the
 
 Prints a ratio table per collective and rank count (Weft busbw / best peer busbw per size, and the
 small-message latency ratio best peer time / Weft time), the memory-traffic bound of a 2-rank
-allreduce and Weft's fraction of it, and a summary table; writes CSV, the tables and one PNG per
+allreduce and Weft's fraction of it, the same bound for every collective and rank count with the
+share Weft and the best peer reach and the room it leaves over that peer, and a summary table; writes CSV, the tables and one PNG per
 collective and rank count (busbw and time against size) to the output directory.
 
 The peer programs come from perf/compare/build_peers.sh (run automatically when missing).
@@ -439,6 +440,76 @@ def bound_lines(by, mem_rows):
     return lines, bound
 
 
+# Least memory traffic of a call, both read and written bytes of every rank together, per byte of
+# the nccl-tests size N, for single-copy algorithms (ranks read each other's buffers directly,
+# every byte read or written once, results written without a read-for-ownership). n = ranks.
+#   allreduce      each rank sums its 1/n (reads n x N/n, writes N/n), then fetches the other
+#                  (n-1)/n (reads and writes (n-1)N/n): (3n - 1) N in all
+#   allgather      each rank reads its block and n-1 peers' blocks (N) and writes its output (N)
+#   alltoall       the same: N read, N written per rank
+#   reducescatter  each rank reads its 1/n of every input (N) and writes N/n: (n + 1) N
+#   broadcast      each non-root reads N from the root and writes N: 2 (n - 1) N
+TRAFFIC_PER_BYTE = {
+    "allreduce": lambda n: 3 * n - 1,
+    "allgather": lambda n: 2 * n,
+    "alltoall": lambda n: 2 * n,
+    "reducescatter": lambda n: n + 1,
+    "broadcast": lambda n: 2 * (n - 1),
+}
+BUSBW_FACTOR = {
+    "allreduce": lambda n: 2.0 * (n - 1) / n,
+    "allgather": lambda n: (n - 1.0) / n,
+    "alltoall": lambda n: (n - 1.0) / n,
+    "reducescatter": lambda n: (n - 1.0) / n,
+    "broadcast": lambda n: 1.0,
+}
+ALL_BOUNDS_MIN_BYTES = 1 << 20
+
+
+def traffic_bound_busbw(coll, n, traffic):
+    """Highest busbw a single-copy algorithm reaches when memory moves `traffic` GB/s (read +
+    written) and no byte comes from cache: t >= traffic_per_byte x N / traffic."""
+    return BUSBW_FACTOR[coll](n) * traffic / TRAFFIC_PER_BYTE[coll](n)
+
+
+def all_bounds_lines(by, mem_rows, colls, ranks):
+    """Per collective and rank count (>= 1 MiB): Weft's and the best peer's busbw as a share of the
+    memory-traffic bound, and the largest Weft / best-peer ratio the bound leaves (bound / peer).
+    Shares above 100% mean the data was (partly) served from cache at that size."""
+    copy2 = mem_best(mem_rows, "memcpy", 2, "traffic_GBps")
+    lines = ["## Memory-traffic bounds, every collective (sizes >= 1M)"]
+    if copy2 is None:
+        return lines + ["(no mem_bench result)"]
+    lines += [
+        "bound busbw = busbw factor x 2-thread memcpy traffic (%.2f GB/s) / least traffic per byte:" % copy2,
+        "allreduce 3n-1 (5 at n=2, 11 at n=4), allgather and alltoall 2n, reducescatter n+1,",
+        "broadcast 2(n-1) (single-copy: ranks read peers' buffers directly, each byte read or",
+        "written once). 'room' = bound / best peer: the largest ratio over that peer any single-copy",
+        "algorithm can reach unless the data stays in cache; shares over 100% mean it did.",
+    ]
+    for coll in colls:
+        for n in ranks:
+            rows = by.get((coll, n))
+            if not rows:
+                continue
+            bound = traffic_bound_busbw(coll, n, copy2)
+            sizes = sorted({r["bytes"] for r in rows if r["bytes"] >= ALL_BOUNDS_MIN_BYTES})
+            if not sizes:
+                continue
+            lines.append("%s, %d ranks: bound %.2f GB/s" % (coll, n, bound))
+            lines.append("%10s  %9s  %8s  %9s  %8s  %6s" % ("size", "weft", "of bound",
+                                                          "best peer", "of bound", "room"))
+            for size in sizes:
+                w = weft_at(rows, size)
+                p = best_peer_at(rows, size, "busbw")
+                pct = lambda r: "%.0f%%" % (100 * r["busbw"] / bound) if r else "-"
+                room = fmt_ratio(bound / p["busbw"]) if p and p["busbw"] > 0 else "-"
+                lines.append("%10s  %9s  %8s  %9s  %8s  %6s" % (
+                    fmt_size(size), fmt_bw(w["busbw"]) if w else "-", pct(w),
+                    fmt_bw(p["busbw"]) if p else "-", pct(p), room))
+    return lines
+
+
 def summary_table(by, colls, ranks):
     """Markdown: per collective and rank count, the small-message latency and busbw ratios."""
     head = ["collective", "ranks", "latency weft / best peer (us)", "lat ratio"]
@@ -717,6 +788,7 @@ def report(out_dir, log, plots):
                 text += ratio_table(coll, n, by[(coll, n)]) + [""]
     blines, bound = bound_lines(by, mem_rows)
     text += blines + [""]
+    text += all_bounds_lines(by, mem_rows, colls, ranks) + [""]
     text.append("## Summary (Weft out-of-place, broadcast in-place; best peer per size; ratio > 1: Weft faster)")
     text += summary_table(by, colls, ranks) + [""]
     if failures:
