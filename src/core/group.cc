@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -16,7 +17,41 @@ struct GroupState {
   std::vector<Call> calls;
   std::vector<std::function<Status(std::string*)>> jobs;
 };
-thread_local GroupState gGroup;
+
+// What a blocking collective outside a group reuses from the thread's previous one.
+struct Reused {
+  std::vector<exec::Task> tasks = std::vector<exec::Task>(1);
+  std::vector<Communicator*> comms = std::vector<Communicator*>(1);
+  Call last;            // the call the Work was filled for, while it may be refilled
+  uint64_t serial = 0;  // and its communicator's serial (addresses are reused)
+  bool refillable = false;
+};
+
+// All of a thread's call state in one thread-local, looked up once per call (each lookup of a
+// thread-local in a shared library is a call into the dynamic linker). Not inlined: callers
+// then pass the reference on, where the compiler would otherwise look it up again in each
+// callee it specialises for the one thread-local.
+struct ThreadCalls {
+  GroupState group;
+  Reused reused;
+  exec::RunScratch scratch;
+};
+thread_local ThreadCalls* tCalls = nullptr;  // trivial: one lookup and no init guard per call
+
+[[gnu::noinline]] ThreadCalls& firstThreadCalls() {
+  struct Owner {
+    std::unique_ptr<ThreadCalls> calls = std::make_unique<ThreadCalls>();
+    ~Owner() { tCalls = nullptr; }  // a later call on this exiting thread starts afresh
+  };
+  thread_local Owner owner;
+  tCalls = owner.calls.get();
+  return *tCalls;
+}
+
+[[gnu::noinline]] ThreadCalls& threadCalls() {
+  ThreadCalls* calls = tCalls;
+  return calls ? *calls : firstThreadCalls();
+}
 
 Status runJobs(std::vector<std::function<Status(std::string*)>>& jobs, std::string* why) {
   if (jobs.size() == 1) return jobs[0](why);
@@ -62,11 +97,12 @@ exec::Task buildTask(Communicator* comm, const std::vector<Call>& calls) {
   return task;
 }
 
+// `scratch`: the calling thread's, or null on a stream's thread (exec::run has its own).
 Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms,
-                std::string* why) {
+                std::string* why, exec::RunScratch* scratch = nullptr) {
   auto timeout = comms.front()->config().timeout;
   for (auto* c : comms) timeout = std::max(timeout, c->config().timeout);
-  exec::RunResult r = exec::run(tasks, timeout);
+  exec::RunResult r = scratch ? exec::run(tasks, timeout, *scratch) : exec::run(tasks, timeout);
   if (r.status == Status::kSuccess) return r.status;
   if (r.failedTask >= 0) comms[r.failedTask]->recordError(r.status, r.message);
   *why = r.message;
@@ -81,15 +117,8 @@ bool sameCall(const Call& a, const Call& b) {
 
 // A blocking collective outside a group, the latency-critical case: its Task lives in storage
 // this thread reuses, so a call allocates nothing once the shapes repeat.
-Status runBlockingCollective(const Call& call, std::string* why) {
-  struct Reused {
-    std::vector<exec::Task> tasks = std::vector<exec::Task>(1);
-    std::vector<Communicator*> comms = std::vector<Communicator*>(1);
-    Call last;            // the call the Work was filled for, while it may be refilled
-    uint64_t serial = 0;  // and its communicator's serial (addresses are reused)
-    bool refillable = false;
-  };
-  thread_local Reused r;
+Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& thread) {
+  Reused& r = thread.reused;
   exec::Task& task = r.tasks.front();
   task.bell = call.comm->bell();
   task.units.resize(1);
@@ -107,7 +136,7 @@ Status runBlockingCollective(const Call& call, std::string* why) {
     return e.code();
   }
   const bool pooled = w.keep != nullptr;
-  Status st = runTasks(r.tasks, r.comms, why);
+  Status st = runTasks(r.tasks, r.comms, why, &thread.scratch);
   w.keep.reset();  // scratch back to its pool now
   r.last = call;
   r.serial = call.comm->serial();
@@ -116,9 +145,9 @@ Status runBlockingCollective(const Call& call, std::string* why) {
 }
 
 // One call outside a group: the common case, without the grouping maps.
-Status launchOne(const Call& call, std::string* why) {
+Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
   if (!call.stream && call.coll != plan::Collective::kSendRecv)
-    return runBlockingCollective(call, why);
+    return runBlockingCollective(call, why, thread);
   std::vector<exec::Task> tasks;
   std::vector<Communicator*> comms{call.comm};
   try {
@@ -128,7 +157,7 @@ Status launchOne(const Call& call, std::string* why) {
     return e.code();
   }
   void* stream = call.stream;
-  if (!stream) return runTasks(tasks, comms, why);
+  if (!stream) return runTasks(tasks, comms, why, &thread.scratch);
   auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
       std::move(tasks), std::move(comms));
   static_cast<exec::HostStream*>(stream)->enqueue(
@@ -136,8 +165,8 @@ Status launchOne(const Call& call, std::string* why) {
   return Status::kSuccess;
 }
 
-Status launch(std::vector<Call>& calls, std::string* why) {
-  if (calls.size() == 1) return launchOne(calls.front(), why);
+Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
+  if (calls.size() == 1) return launchOne(calls.front(), why, thread);
   // Group by communicator, keeping first-appearance order, then by stream.
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<Call>> byComm;
@@ -164,7 +193,7 @@ Status launch(std::vector<Call>& calls, std::string* why) {
     auto& [tasks, comms] = byStream[stream];
     if (!stream) {
       std::string msg;
-      Status st = runTasks(tasks, comms, &msg);
+      Status st = runTasks(tasks, comms, &msg, &thread.scratch);
       if (st != Status::kSuccess && first == Status::kSuccess) {
         first = st;
         *why = msg;
@@ -181,38 +210,40 @@ Status launch(std::vector<Call>& calls, std::string* why) {
 
 }  // namespace
 
-void groupStart() { ++gGroup.depth; }
-int groupDepth() { return gGroup.depth; }
+void groupStart() { ++threadCalls().group.depth; }
+int groupDepth() { return threadCalls().group.depth; }
 
 Status groupEnd(std::string* why) {
-  if (gGroup.depth == 0) {
+  ThreadCalls& thread = threadCalls();
+  if (thread.group.depth == 0) {
     *why = "ncclGroupEnd called without a matching ncclGroupStart";
     return Status::kInvalidUsage;
   }
-  if (--gGroup.depth > 0) return Status::kSuccess;
-  auto jobs = std::move(gGroup.jobs);
-  auto calls = std::move(gGroup.calls);
-  gGroup.jobs.clear();
-  gGroup.calls.clear();
+  if (--thread.group.depth > 0) return Status::kSuccess;
+  auto jobs = std::move(thread.group.jobs);
+  auto calls = std::move(thread.group.calls);
+  thread.group.jobs.clear();
+  thread.group.calls.clear();
   if (!jobs.empty()) {
     Status st = runJobs(jobs, why);
     if (st != Status::kSuccess) return st;
   }
   if (calls.empty()) return Status::kSuccess;
-  return launch(calls, why);
+  return launch(calls, why, thread);
 }
 
 Status groupSimulateEnd(double* estimatedUs, std::string* why) {
+  ThreadCalls& thread = threadCalls();
   *estimatedUs = 0;
-  if (gGroup.depth == 0) {
+  if (thread.group.depth == 0) {
     *why = "ncclGroupSimulateEnd called without a matching ncclGroupStart";
     return Status::kInvalidUsage;
   }
-  if (--gGroup.depth > 0) return Status::kSuccess;
-  auto jobs = std::move(gGroup.jobs);
-  auto calls = std::move(gGroup.calls);
-  gGroup.jobs.clear();
-  gGroup.calls.clear();
+  if (--thread.group.depth > 0) return Status::kSuccess;
+  auto jobs = std::move(thread.group.jobs);
+  auto calls = std::move(thread.group.calls);
+  thread.group.jobs.clear();
+  thread.group.calls.clear();
   if (!jobs.empty()) {
     Status st = runJobs(jobs, why);
     if (st != Status::kSuccess) return st;
@@ -229,16 +260,18 @@ Status groupSimulateEnd(double* estimatedUs, std::string* why) {
 }
 
 Status submit(const Call& call, std::string* why) {
-  if (gGroup.depth > 0) {
-    gGroup.calls.push_back(call);
+  ThreadCalls& thread = threadCalls();
+  if (thread.group.depth > 0) {
+    thread.group.calls.push_back(call);
     return Status::kSuccess;
   }
-  return launchOne(call, why);
+  return launchOne(call, why, thread);
 }
 
 Status deferOrRun(std::function<Status(std::string*)> job, std::string* why) {
-  if (gGroup.depth > 0) {
-    gGroup.jobs.push_back(std::move(job));
+  ThreadCalls& thread = threadCalls();
+  if (thread.group.depth > 0) {
+    thread.group.jobs.push_back(std::move(job));
     return Status::kSuccess;
   }
   try {

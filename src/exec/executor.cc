@@ -333,10 +333,9 @@ void napNs(uint64_t ns) {
   nanosleep(&ts, nullptr);
 }
 
-// Per-task state of this thread's runs, reused so a run allocates nothing once warm (a TaskSet
+// Per-task state of one thread's runs, reused so a run allocates nothing once warm (a TaskSet
 // resets its runners when it ends).
-std::vector<TaskState>& reusedStates(size_t tasks) {
-  thread_local std::vector<TaskState> states;
+std::vector<TaskState>& reusedStates(std::vector<TaskState>& states, size_t tasks) {
   if (states.size() < tasks) states.resize(tasks);
   for (size_t i = 0; i < tasks; ++i) {
     states[i].unit = 0;
@@ -348,8 +347,8 @@ std::vector<TaskState>& reusedStates(size_t tasks) {
 // Drives a set of tasks; each poll advances every runnable lane once.
 class TaskSet {
  public:
-  explicit TaskSet(std::vector<Task>& tasks)
-      : tasks_(tasks), states_(reusedStates(tasks.size())) {}
+  TaskSet(std::vector<Task>& tasks, std::vector<TaskState>& states)
+      : tasks_(tasks), states_(reusedStates(states, tasks.size())) {}
   ~TaskSet() {
     for (size_t i = 0; i < tasks_.size(); ++i) states_[i].runner.reset();
   }
@@ -456,8 +455,19 @@ class TaskSet {
 
 }  // namespace
 
+struct RunScratch::States {
+  std::vector<TaskState> tasks;
+};
+RunScratch::RunScratch() : states_(std::make_unique<States>()) {}
+RunScratch::~RunScratch() = default;
+
 RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
-  TaskSet set(tasks);
+  thread_local RunScratch scratch;
+  return run(tasks, timeout, scratch);
+}
+
+RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunScratch& scratch) {
+  TaskSet set(tasks, scratch.states_->tasks);
   if (!set.start()) return set.error();
   // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
   Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;

@@ -62,8 +62,25 @@ struct RunResult {
   int failedTask = -1;
 };
 
+// What runs keep from one to the next (per-task lane state), so that a warm run allocates
+// nothing. One per thread: run() without it uses a thread-local one; a caller that already holds
+// per-thread state passes its own and saves the thread-local lookup on every call.
+class RunScratch {
+ public:
+  RunScratch();
+  ~RunScratch();
+  RunScratch(const RunScratch&) = delete;
+  RunScratch& operator=(const RunScratch&) = delete;
+  struct States;
+
+ private:
+  friend RunResult run(std::vector<Task>&, std::chrono::milliseconds, RunScratch&);
+  std::unique_ptr<States> states_;
+};
+
 // Runs all tasks to completion, interleaving them; returns the first error (other tasks are then
 // abandoned). `timeout` bounds any stretch without progress.
 RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout);
+RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunScratch& scratch);
 
 }  // namespace weft::exec
