@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 
 #include "src/common/clock.h"
 #include "src/common/env.h"
@@ -60,9 +59,15 @@ size_t rendezvousBytes() {
 
 class WorkRunner {
  public:
-  // `lanes` is storage the caller reuses from run to run.
-  WorkRunner(Work& w, std::vector<LaneState>& lanes) : w_(w), lanes_(lanes) {
-    lanes_.assign(w.program->lanes.size(), LaneState{});
+  // Starts on `w`; `lanes` is storage the caller reuses from run to run, and so is the runner
+  // (its buffers stay allocated between Works).
+  void start(Work& w, std::vector<LaneState>& lanes) {
+    w_ = &w;
+    lanes_ = &lanes;
+    lanes.assign(w.program->lanes.size(), LaneState{});
+    outstanding_.clear();
+    streamOutput_ = false;
+    inputBegin_ = inputEnd_ = nullptr;
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
     // No rank's output exceeds count x nranks elements: small calls skip the sizes.
@@ -85,16 +90,16 @@ class WorkRunner {
 
   void begin() {
     remaining_ = 0;
-    for (size_t l = 0; l < lanes_.size(); ++l)
-      if (!w_.program->lanes[l].steps.empty()) ++remaining_;
+    for (size_t l = 0; l < lanes_->size(); ++l)
+      if (!w_->program->lanes[l].steps.empty()) ++remaining_;
   }
 
   // Advances every lane as far as it can; returns true if anything moved.
   bool poll(Status* st, std::string* why, Stall* stall) {
     bool progress = false;
-    for (size_t l = 0; l < lanes_.size(); ++l) {
-      const auto& steps = w_.program->lanes[l].steps;
-      LaneState& ls = lanes_[l];
+    for (size_t l = 0; l < lanes_->size(); ++l) {
+      const auto& steps = w_->program->lanes[l].steps;
+      LaneState& ls = (*lanes_)[l];
       // Bounded burst per lane keeps lanes (and ranks driven by this thread) fair.
       for (int burst = 0; burst < 16 && ls.step < steps.size(); ++burst) {
         int r = advance(static_cast<int>(l), ls, steps[ls.step], st, why, stall);
@@ -112,7 +117,7 @@ class WorkRunner {
 
  private:
   char* ptr(const plan::Ref& ref, uint64_t extra) const {
-    return w_.buffers[ref.buffer] + (ref.offset + extra) * elemSize_;
+    return w_->buffers[ref.buffer] + (ref.offset + extra) * elemSize_;
   }
   // Final results in a large output are streamed; slots, scratch and the input stay cached, and
   // so does output over the input (in place), whose lines this rank has just read or sent.
@@ -125,12 +130,12 @@ class WorkRunner {
     if (dst != src) copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
   }
   const Scalar* scaleFor(const plan::Ref& ref) const {
-    return premul_ && ref.buffer == plan::kInput ? &w_.scalar : nullptr;
+    return premul_ && ref.buffer == plan::kInput ? &w_->scalar : nullptr;
   }
 
   bool depsDone(const plan::Step& s) const {
     for (const auto& d : s.deps)
-      if (lanes_[d.lane].step <= static_cast<size_t>(d.step)) return false;
+      if ((*lanes_)[d.lane].step <= static_cast<size_t>(d.step)) return false;
     return true;
   }
 
@@ -158,9 +163,9 @@ class WorkRunner {
               Stall* stall) {
     if (!ls.begun) {
       if (!depsDone(s)) return 0;
-      int channel = w_.program->lanes[lane].channel;
-      ls.send = plan::opSends(s.op) ? w_.conns->connection(s.sendPeer, channel) : nullptr;
-      ls.recv = plan::opRecvs(s.op) ? w_.conns->connection(s.recvPeer, channel) : nullptr;
+      int channel = w_->program->lanes[lane].channel;
+      ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, channel) : nullptr;
+      ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, channel) : nullptr;
       ls.begun = true;
       ls.done = 0;
     }
@@ -205,11 +210,11 @@ class WorkRunner {
         *stall = {lane, ls.recv, s.recvPeer};
         return 0;
       }
-      if (tag != w_.laneTags[lane] || got != bytes) {
+      if (tag != w_->laneTags[lane] || got != bytes) {
         *st = Status::kInvalidUsage;
-        *why = "rank " + std::to_string(w_.rank) + " got " + std::to_string(got) +
+        *why = "rank " + std::to_string(w_->rank) + " got " + std::to_string(got) +
                " bytes from rank " + std::to_string(s.recvPeer) + " where it expected " +
-               std::to_string(bytes) + (tag != w_.laneTags[lane] ? " of the same operation" : "") +
+               std::to_string(bytes) + (tag != w_->laneTags[lane] ? " of the same operation" : "") +
                ": the ranks called mismatched operations (collective, count, type, op or root)";
         return -1;
       }
@@ -223,20 +228,20 @@ class WorkRunner {
       }
     }
     const char* refFrom = s.op == Op::kSend ? ptr(s.src, d) : dst;  // what a reference names
-    const bool byRef = w_.byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
+    const bool byRef = w_->byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
                        s.op != Op::kRecvReduceSend && !(s.op == Op::kSend && scaleFor(s.src)) &&
                        ls.send->peerCanRead(refFrom, bytes);
-    const uint32_t tag = w_.laneTags[lane];
+    const uint32_t tag = w_->laneTags[lane];
     switch (s.op) {
       case Op::kSend:
         if (byRef) sendByReference(ls.send, ptr(s.src, d), bytes, tag);
-        else copyElements(w_.type, out, ptr(s.src, d), n, scaleFor(s.src));
+        else copyElements(w_->type, out, ptr(s.src, d), n, scaleFor(s.src));
         break;
       case Op::kRecv:
         copyBytes(dst, in, bytes, storeFor(s.dst, dst, bytes));
         break;
       case Op::kRecvReduce:
-        reduce(w_.type, w_.op, dst, dst, false, in, false, n, &w_.scalar);
+        reduce(w_->type, w_->op, dst, dst, false, in, false, n, &w_->scalar);
         break;
       case Op::kRecvCopySend:
         // What the peer reads by reference right away is better left in cache.
@@ -245,21 +250,21 @@ class WorkRunner {
         else std::memcpy(out, dst, bytes);
         break;
       case Op::kRecvReduceSend:
-        reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-               &w_.scalar);
+        reduce(w_->type, w_->op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_->scalar);
         break;
       case Op::kRecvReduceCopy:
-        reduce(w_.type, w_.op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-               &w_.scalar, storeFor(s.dst, dst, bytes));
+        reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_->scalar, storeFor(s.dst, dst, bytes));
         break;
       case Op::kRecvReduceCopySend:
         if (byRef) {
-          reduce(w_.type, w_.op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-                 &w_.scalar);
+          reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+                 &w_->scalar);
           sendByReference(ls.send, dst, bytes, tag);
         } else {
-          reduce(w_.type, w_.op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-                 &w_.scalar);
+          reduce(w_->type, w_->op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+                 &w_->scalar);
           copyBytes(dst, out, bytes, storeFor(s.dst, dst, bytes));
         }
         break;
@@ -286,8 +291,8 @@ class WorkRunner {
     char* dst = ptr(s.dst, from);
     const char* src = ptr(s.src, from);
     const Scalar* scale = scaleFor(s.src);
-    if (s.op == Op::kCopy) copyElements(w_.type, dst, src, n, scale, storeFor(s.dst, dst, n * elemSize_));
-    else reduce(w_.type, w_.op, dst, dst, false, src, scale != nullptr, n, &w_.scalar);
+    if (s.op == Op::kCopy) copyElements(w_->type, dst, src, n, scale, storeFor(s.dst, dst, n * elemSize_));
+    else reduce(w_->type, w_->op, dst, dst, false, src, scale != nullptr, n, &w_->scalar);
   }
 
   static int finishStep(LaneState& ls) {
@@ -297,8 +302,8 @@ class WorkRunner {
     return 1;
   }
 
-  Work& w_;
-  std::vector<LaneState>& lanes_;
+  Work* w_ = nullptr;
+  std::vector<LaneState>* lanes_ = nullptr;
   std::vector<Outstanding> outstanding_;
   std::vector<char> bounce_;
   size_t elemSize_ = 1;
@@ -311,20 +316,22 @@ class WorkRunner {
 
 struct TaskState {
   size_t unit = 0;
-  std::optional<WorkRunner> runner;
+  WorkRunner runner;  // kept from run to run, with its buffers
+  bool running = false;
   Stall stall;
   std::vector<LaneState> lanes;  // the runner's, kept for the next run
 };
 
 bool startUnit(Task& t, TaskState& ts) {
   while (ts.unit < t.units.size()) {
-    ts.runner.emplace(t.units[ts.unit], ts.lanes);
-    ts.runner->begin();
-    if (!ts.runner->complete()) return true;
+    ts.runner.start(t.units[ts.unit], ts.lanes);
+    ts.running = true;
+    ts.runner.begin();
+    if (!ts.runner.complete()) return true;
     if (t.units[ts.unit].finish) t.units[ts.unit].finish();
     ++ts.unit;
   }
-  ts.runner.reset();
+  ts.running = false;
   return false;
 }
 
@@ -350,7 +357,7 @@ class TaskSet {
   TaskSet(std::vector<Task>& tasks, std::vector<TaskState>& states)
       : tasks_(tasks), states_(reusedStates(states, tasks.size())) {}
   ~TaskSet() {
-    for (size_t i = 0; i < tasks_.size(); ++i) states_[i].runner.reset();
+    for (size_t i = 0; i < tasks_.size(); ++i) states_[i].running = false;
   }
 
   // Starts the first unit of every task; false (and `error_`) on failure.
@@ -373,7 +380,7 @@ class TaskSet {
     bool progress = false;
     for (size_t i = 0; i < tasks_.size(); ++i) {
       TaskState& ts = states_[i];
-      if (!ts.runner) continue;
+      if (!ts.running) continue;
       Work& w = tasks_[i].units[ts.unit];
       if (w.abort && w.abort->load(std::memory_order_relaxed)) {
         error_ = {Status::kRemoteError, "operation aborted on rank " + std::to_string(w.rank),
@@ -382,12 +389,12 @@ class TaskSet {
       }
       ts.stall = {};
       try {
-        if (ts.runner->poll(&error_.status, &error_.message, &ts.stall)) progress = true;
+        if (ts.runner.poll(&error_.status, &error_.message, &ts.stall)) progress = true;
         if (error_.status != Status::kSuccess) {
           error_.failedTask = static_cast<int>(i);
           return false;
         }
-        if (ts.runner->complete()) {
+        if (ts.runner.complete()) {
           if (w.finish) w.finish();
           ++ts.unit;
           if (!startUnit(tasks_[i], ts)) --active_;
@@ -406,7 +413,7 @@ class TaskSet {
   bool checkPoison() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
       const Stall& s = states_[i].stall;
-      if (states_[i].runner && s.waitingOn && s.waitingOn->poisoned()) {
+      if (states_[i].running && s.waitingOn && s.waitingOn->poisoned()) {
         error_ = {Status::kRemoteError,
                   "rank " + std::to_string(s.peer) + " failed and abandoned the operation (" +
                       s.waitingOn->transportName() + " link)",
@@ -420,7 +427,7 @@ class TaskSet {
   bool checkHealth() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
       const Stall& s = states_[i].stall;
-      if (!states_[i].runner || !s.waitingOn) continue;
+      if (!states_[i].running || !s.waitingOn) continue;
       std::string why;
       Status st = s.waitingOn->health(&why);
       if (st != Status::kSuccess) {
@@ -433,7 +440,7 @@ class TaskSet {
 
   RunResult timedOut(std::chrono::milliseconds timeout) const {
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (!states_[i].runner) continue;
+      if (!states_[i].running) continue;
       const Stall& s = states_[i].stall;
       return {Status::kRemoteError,
               "rank " + std::to_string(tasks_[i].units[states_[i].unit].rank) +
