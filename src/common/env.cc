@@ -30,6 +30,7 @@ const std::vector<Knob>& knobs() {
       {"WEFT_ASYMMETRIC_FENCE", nullptr, "1", "1: ringing a peer's doorbell needs no fence; a rank about to sleep forces one on every CPU instead (membarrier); 0: a fence per ring"},
       {"WEFT_SPIN_US", nullptr, "200", "microseconds a waiting rank spins before it sleeps (when each rank has a core; a sleep costs the waker a wake-up and the sleeper a barrier on every CPU)"},
       {"WEFT_STREAM_BYTES", nullptr, "4194304", "a rank whose output of one collective is at least this many bytes writes it with non-temporal stores (no read-for-ownership); 0 never"},
+      {"WEFT_SHARE_COPY", nullptr, "1", "1 lets a sender that waits for its large by-reference message to be read copy part of it into the receiver's memory (same process, or ncclMemAlloc'd buffers), when each rank has a core; 0: receivers copy alone; 2: as 1, and the receiver waits for the sender's first piece (tests)"},
       {"WEFT_SHM_MAP", nullptr, "1", "1 lets shm receivers read large slices of ncclMemAlloc'd buffers in place by mapping the sender's memory; 0 copies them through slots"},
       {"WEFT_SHM_CMA", nullptr, "0", "1 lets shm receivers read large slices straight from the sender (process_vm_readv) instead of through slots"},
       {"NCCL_SHM_DISABLE", "WEFT_SHM_DISABLE", "0", "1 disables the shared-memory transport"},

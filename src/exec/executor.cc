@@ -112,6 +112,8 @@ class WorkRunner {
     }
     if (remaining_ == 0 && !outstanding_.empty() && !drained())
       *stall = {-1, outstanding_.front().conn, -1};
+    // Nothing else to do: help the peers that are reading our messages copy them.
+    if (!progress && !outstanding_.empty() && assistReaders()) progress = true;
     return progress;
   }
 
@@ -143,6 +145,18 @@ class WorkRunner {
     if (outstanding_.empty()) return true;
     std::erase_if(outstanding_, [](const Outstanding& o) { return o.conn->consumed(o.count); });
     return outstanding_.empty();
+  }
+
+  // Offers this rank's idle core to the receivers of its outstanding rendezvous messages.
+  bool assistReaders() {
+    bool any = false;
+    transport::Connection* last = nullptr;
+    for (const auto& o : outstanding_) {
+      if (o.conn == last) continue;  // consecutive messages on one link: one call covers them
+      last = o.conn;
+      if (o.conn->assist()) any = true;
+    }
+    return any;
   }
 
   // True while a peer may still be reading memory in [b, e): writing there must wait.
@@ -238,7 +252,8 @@ class WorkRunner {
         else copyElements(w_->type, out, ptr(s.src, d), n, scaleFor(s.src));
         break;
       case Op::kRecv:
-        copyBytes(dst, in, bytes, storeFor(s.dst, dst, bytes));
+        // A message the sender holds in place may be copied by both of us (Connection::land).
+        if (dst != in) ls.recv->land(dst, in, bytes, storeFor(s.dst, dst, bytes));
         break;
       case Op::kRecvReduce:
         reduce(w_->type, w_->op, dst, dst, false, in, false, n, &w_->scalar);

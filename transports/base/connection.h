@@ -6,6 +6,7 @@
 #include <string>
 
 #include "src/common/error.h"
+#include "src/common/reduce.h"
 
 namespace weft::transport {
 
@@ -59,6 +60,16 @@ class Connection {
     fail(Status::kInternalError, "transport has no rendezvous messages");
   }
 
+  // --- Shared copies (optional). Receiver side: copies the message being received (the data
+  // recvMessage returned, before release()) to dst. A transport whose sender can write the
+  // receiver's memory may let the sender, idle while it waits for the message to be consumed,
+  // copy part of it: both cores then copy. Default: the receiver copies it all.
+  virtual void land(void* dst, const void* src, size_t bytes, Store store) {
+    copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
+  }
+  // Sender side, while rendezvous messages it posted are being read: copies pieces the receiver
+  // offered; true if it copied any.
+  virtual bool assist() { return false; }
   // kSuccess while the peer is alive; otherwise kRemoteError and a message naming it. Called
   // only from slow paths (after a wait has lasted a while).
   virtual Status health(std::string* why) = 0;

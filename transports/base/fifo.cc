@@ -1,14 +1,51 @@
 #include "transports/base/fifo.h"
 
+#include <sched.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
+#include "src/common/clock.h"
+#include "src/common/env.h"
 #include "src/common/shared_region.h"
 #include "transports/base/peer_maps.h"
 
 namespace weft::transport {
+namespace {
+
+// Shared copies go in pieces this large: claiming one (an atomic on a line both sides touch)
+// is noise next to copying it, and a 128 KiB slice still splits in two.
+constexpr uint64_t kHelpPieceBytes = 64 * 1024;
+// claim = [offer id : 32][pieces : 16][next piece : 16]; pieces stay below the field's top, so
+// the receiver's claims past the last piece never carry into the count.
+constexpr uint64_t kMaxHelpPieces = 65000;
+// A sender copies a piece in microseconds; this long means it is stopped, not slow.
+constexpr uint64_t kHelperWaitNs = 30ull * 1000 * 1000 * 1000;
+
+uint64_t packClaim(uint64_t id, uint64_t pieces, uint64_t next) {
+  return id << 32 | pieces << 16 | next;
+}
+uint32_t claimId(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
+uint32_t claimPieces(uint64_t c) { return static_cast<uint32_t>(c >> 16) & 0xffff; }
+uint32_t claimNext(uint64_t c) { return static_cast<uint32_t>(c) & 0xffff; }
+
+// 0 off, 1 on, 2 on and the receiver waits (up to a second) for the sender's first claim:
+// makes the sender's share certain for tests on a loaded machine.
+int64_t shareCopyMode() {
+  static const int64_t mode = env::getInt("WEFT_SHARE_COPY");
+  return mode;
+}
+
+void copyPiece(char* dst, const char* src, uint64_t bytes, uint32_t piece, uint64_t pieceBytes,
+               Store store) {
+  const uint64_t off = piece * pieceBytes;
+  copyElements(DataType::kUint8, dst + off, src + off, std::min(pieceBytes, bytes - off), nullptr,
+               store);
+}
+
+}  // namespace
 
 static size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -25,6 +62,9 @@ void fifoInit(void* mem) {
   ctl->readerCanRead.store(0, std::memory_order_relaxed);
   ctl->senderProbeAddr.store(0, std::memory_order_relaxed);
   ctl->magic = kProbeMagic;
+  ctl->help.claim.store(0, std::memory_order_relaxed);
+  ctl->help.offer.store(0, std::memory_order_relaxed);
+  ctl->help.helped.store(0, std::memory_order_relaxed);
 }
 
 FifoView fifoView(void* mem) {
@@ -47,6 +87,7 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
     if (info.seq.load(std::memory_order_acquire) != sendTail_ + 1) break;
     if (usesDataSlot(info)) ++dataTail_;
   }
+  offerId_ = claimId(in_.ctl->help.claim.load(std::memory_order_acquire));
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
   recvDataHead_ = in_.ctl->dataHead.load(std::memory_order_acquire);
   if (p_.remote == RemoteMode::kCma || p_.remote == RemoteMode::kMapped) {
@@ -225,6 +266,135 @@ bool FifoConnection::poisoned() const {
 
 Status FifoConnection::health(std::string* why) {
   return p_.health ? p_.health(why) : Status::kSuccess;
+}
+
+}  // namespace weft::transport
+
+namespace weft::transport {
+
+void FifoConnection::land(void* dst, const void* src, size_t bytes, Store store) {
+  if (dst == src) return;
+  const SlotInfo& info = in_.ctl->info[recvHead_ % kMaxSlots];
+  // Only a message the sender holds in place can be copied by both; and only when the sender
+  // has a core of its own to copy with.
+  if (info.remote != 0 && bytes >= 2 * kHelpPieceBytes && shareCopyMode() && !oversubscribed() &&
+      offerCopy(static_cast<char*>(dst), static_cast<const char*>(src), bytes, store))
+    return;
+  copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
+}
+
+bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store store) {
+  MappedRef region{};
+  if (p_.remote == RemoteMode::kMapped) {
+    SharedRegion r;
+    if (!findSharedRegion(dst, bytes, &r)) return false;  // the sender could not write there
+    region = {r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
+  } else if (p_.remote != RemoteMode::kDirect) {
+    return false;
+  }
+  const uint64_t pieces = (bytes + kHelpPieceBytes - 1) / kHelpPieceBytes;
+  if (pieces > kMaxHelpPieces) return false;
+  HelpBoard& b = in_.ctl->help;
+  if (++offerId_ == 0) ++offerId_;
+  b.pieces = static_cast<uint32_t>(pieces);
+  b.streaming = store == Store::kStreaming;
+  b.pieceBytes = kHelpPieceBytes;
+  b.bytes = bytes;
+  b.src = in_.ctl->info[recvHead_ % kMaxSlots].remote;
+  b.dst = reinterpret_cast<uint64_t>(dst);
+  b.dstRegion = region;
+  b.helped.store(0, std::memory_order_relaxed);
+  // The fields above are published by this store: a sender reads them only after claiming.
+  b.claim.store(packClaim(offerId_, pieces, 0), std::memory_order_release);
+  b.offer.store(offerId_, std::memory_order_release);
+  if (shareCopyMode() == 2) {
+    const uint64_t until = nowNs() + 1000000000ull;
+    while (claimNext(b.claim.load(std::memory_order_acquire)) == 0 && nowNs() < until)
+      sched_yield();
+  }
+  uint32_t mine = 0;
+  for (;;) {
+    const uint32_t i = claimNext(b.claim.fetch_add(1, std::memory_order_acq_rel));
+    if (i >= pieces) break;
+    copyPiece(dst, src, bytes, i, kHelpPieceBytes, store);
+    ++mine;
+  }
+  b.offer.store(0, std::memory_order_relaxed);
+  waitForHelper(static_cast<uint32_t>(pieces) - mine);
+  return true;
+}
+
+void FifoConnection::waitForHelper(uint32_t pieces) {
+  HelpBoard& b = in_.ctl->help;
+  uint64_t spins = 0, since = 0, lastHealth = 0;
+  while (b.helped.load(std::memory_order_acquire) < pieces) {
+    if (++spins < 4096) {
+      cpuRelax();
+      continue;
+    }
+    sched_yield();  // the sender was preempted mid-piece; let it run
+    const uint64_t now = nowNs();
+    if (since == 0) since = lastHealth = now;
+    if (now - lastHealth > 100ull * 1000 * 1000) {
+      lastHealth = now;
+      std::string why;
+      if (health(&why) != Status::kSuccess) fail(Status::kRemoteError, why);
+      if (poisoned())
+        fail(Status::kRemoteError, "rank (pid " + std::to_string(p_.peerPid) +
+                                       ") failed while copying its share of a message");
+    }
+    if (now - since > kHelperWaitNs)
+      fail(Status::kRemoteError, "the sender (pid " + std::to_string(p_.peerPid) +
+                                     ") claimed part of a copy and did not finish it in 30 s");
+  }
+}
+
+bool FifoConnection::assist() {
+  if (helpBroken_ || (p_.remote != RemoteMode::kDirect && p_.remote != RemoteMode::kMapped))
+    return false;
+  HelpBoard& b = out_.ctl->help;
+  if (b.offer.load(std::memory_order_acquire) == 0) return false;
+  uint64_t c = b.claim.load(std::memory_order_acquire);
+  bool copied = false;
+  void* token = nullptr;
+  char* dst = nullptr;
+  uint32_t mappedFor = 0;  // the offer `dst` was derived for
+  for (;;) {
+    const uint32_t id = claimId(c);
+    if (id == 0 || claimNext(c) >= claimPieces(c)) break;
+    // Fields read before the claim are the offer's own if the claim below succeeds: the
+    // receiver rewrites them only after every piece of this offer is claimed.
+    const uint64_t src = b.src, bytes = b.bytes, pieceBytes = b.pieceBytes;
+    const Store store = b.streaming ? Store::kStreaming : Store::kCached;
+    if (mappedFor != id) {
+      if (token) releasePeerRegion(token);
+      token = nullptr;
+      if (p_.remote == RemoteMode::kDirect) {
+        dst = reinterpret_cast<char*>(b.dst);
+      } else {
+        const MappedRef region = b.dstRegion;
+        const uint64_t at = b.dst;
+        char* base = acquirePeerRegion(p_.peerPid, region, &token, /*writable=*/true);
+        if (!base || at < region.base || at + bytes > region.base + region.bytes) {
+          // No permission, say: the receiver copies alone from now on. (Unless the fields were
+          // being rewritten for the next offer as they were read: then just stop here.)
+          if (!base && b.claim.load(std::memory_order_acquire) == c) helpBroken_ = true;
+          break;
+        }
+        dst = base + (at - region.base);
+      }
+      mappedFor = id;
+    }
+    if (!b.claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      continue;  // c holds the current claim: retry, or see the offer is over
+    copyPiece(dst, reinterpret_cast<const char*>(src), bytes, claimNext(c), pieceBytes, store);
+    b.helped.fetch_add(1, std::memory_order_release);
+    copied = true;
+    c = b.claim.load(std::memory_order_acquire);
+  }
+  if (token) releasePeerRegion(token);
+  return copied;
 }
 
 }  // namespace weft::transport

@@ -14,6 +14,7 @@
 
 #include "src/common/futex.h"
 #include "transports/base/connection.h"
+#include "transports/base/peer_maps.h"
 
 namespace weft::transport {
 
@@ -34,6 +35,23 @@ static_assert(sizeof(SlotInfo) == 64, "one cache line per message descriptor");
 
 inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
+// The copy of a large rendezvous message split between its receiver and its sender: the
+// receiver offers the pieces here, both claim them one at a time, and the sender writes its
+// pieces straight into the receiver's destination (same address space, or a writable mapping
+// of the receiver's ncclMemAlloc'd region). Lives in the sender -> receiver direction.
+struct HelpBoard {
+  alignas(64) std::atomic<uint64_t> claim;  // (offer id << 32) | next piece to claim
+  std::atomic<uint64_t> offer;              // the open offer's id, 0 when none; stored last
+  alignas(64) std::atomic<uint32_t> helped;  // pieces the sender finished for the open offer
+  alignas(64) uint32_t pieces;
+  uint32_t streaming;                       // Store::kStreaming for the destination
+  uint64_t pieceBytes;
+  uint64_t bytes;
+  uint64_t src;          // the message in the sender's address space
+  uint64_t dst;          // the destination in the receiver's
+  MappedRef dstRegion;   // the receiver's region holding dst (when the sender must map it)
+};
+
 struct FifoControl {
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> dataHead;
@@ -42,6 +60,7 @@ struct FifoControl {
   std::atomic<uint64_t> senderProbeAddr;       // where `magic` sits in the sender's address space
   uint64_t magic;
   SlotInfo info[kMaxSlots];
+  HelpBoard help;
 };
 
 // How a receiver reaches memory named by a rendezvous message: not at all, directly (same
@@ -96,6 +115,8 @@ class FifoConnection : public Connection {
   const void* recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
                           bool* present) override;
   void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
+  void land(void* dst, const void* src, size_t bytes, Store store) override;
+  bool assist() override;
   const char* transportName() const override { return p_.name; }
 
  private:
@@ -110,7 +131,11 @@ class FifoConnection : public Connection {
   void* mappedToken_ = nullptr;                // mapping the message at mappedHead_ is read through
   const char* mappedLocal_ = nullptr;
   uint64_t mappedHead_ = 0;
+  uint32_t offerId_ = 0;         // receiver: the last offer made on the help board
+  bool helpBroken_ = false;      // sender: the receiver's memory cannot be mapped; never help
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
+  bool offerCopy(char* dst, const char* src, size_t bytes, Store store);
+  void waitForHelper(uint32_t pieces);
   static bool usesDataSlot(const SlotInfo& info) {
     return info.remote == 0 && !(info.bytes & kInlineFlag);
   }

@@ -23,7 +23,7 @@ struct Mapping {
   uint64_t lastUse = 0;   // acquisition tick, for evicting the least recently used
 };
 
-using Key = std::tuple<int, uint64_t, uint64_t>;  // pid, inode, base
+using Key = std::tuple<int, uint64_t, uint64_t, bool>;  // pid, inode, base, writable
 std::mutex gMu;
 uint64_t gTick = 0;
 std::map<Key, Mapping>& mappings() {
@@ -35,9 +35,9 @@ std::map<Key, Mapping>& mappings() {
 // ones are unmapped, least recently used first.
 constexpr size_t kKeepMappings = 16;
 
-Mapping mapRegion(int pid, const MappedRef& ref) {
+Mapping mapRegion(int pid, const MappedRef& ref, bool writable) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(ref.fd);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) {
     WEFT_INFO(SHM, "cannot open %s (%s): shm messages from pid %d are copied", path.c_str(),
               std::strerror(errno), pid);
@@ -50,7 +50,8 @@ Mapping mapRegion(int pid, const MappedRef& ref) {
     return {};
   }
   // Populated now: faulting the pages in one by one would cost the first collectives dearly.
-  void* p = mmap(nullptr, ref.bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* p = mmap(nullptr, ref.bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return {};
   WEFT_TRACE(SHM, "mapped %llu bytes of pid %d (memfd %d) at %p",
@@ -73,10 +74,10 @@ void evictIdle() {
 
 }  // namespace
 
-const char* acquirePeerRegion(int pid, const MappedRef& ref, void** token) {
+char* acquirePeerRegion(int pid, const MappedRef& ref, void** token, bool writable) {
   std::lock_guard<std::mutex> lock(gMu);
   auto& m = mappings();
-  const Key key{pid, ref.inode, ref.base};
+  const Key key{pid, ref.inode, ref.base, writable};
   auto it = m.find(key);
   if (it != m.end() && it->second.bytes < ref.bytes && it->second.users == 0) {
     munmap(it->second.local, it->second.bytes);  // the region grew: map it again
@@ -84,7 +85,7 @@ const char* acquirePeerRegion(int pid, const MappedRef& ref, void** token) {
     it = m.end();
   }
   if (it == m.end()) {
-    Mapping fresh = mapRegion(pid, ref);
+    Mapping fresh = mapRegion(pid, ref, writable);
     if (!fresh.local) return nullptr;
     it = m.emplace(key, fresh).first;
     ++it->second.users;  // keep the new one out of the eviction below

@@ -18,7 +18,9 @@ struct MappedRef {
 // This process's address of the peer's region, mapping it on first use, and a token that keeps
 // the mapping alive until releasePeerRegion(token); nullptr when it cannot be opened
 // (permissions, the file was replaced): the caller then falls back to a copy.
-const char* acquirePeerRegion(int pid, const MappedRef& ref, void** token);
+// `writable`: mapped for writing too (a sender helping its receiver copy writes into the
+// receiver's region).
+char* acquirePeerRegion(int pid, const MappedRef& ref, void** token, bool writable = false);
 void releasePeerRegion(void* token);
 
 }  // namespace weft::transport
