@@ -84,6 +84,10 @@ struct Step {
 struct Lane {
   int32_t channel = 0;  // connection channel: lanes exchanging data with the same peer concurrently use different channels
   std::vector<Step> steps;
+  // Relative share of link bandwidth this lane's transfers claim against other lanes' (1 =
+  // equal). A scheduling hint: executors that interleave lanes may give a lane `share` slices or
+  // thread blocks per turn; executors that ignore it stay correct. Not in MSCCL XML.
+  uint32_t share = 1;
 };
 
 struct Program {

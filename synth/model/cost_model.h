@@ -32,9 +32,11 @@ std::vector<double> maxMinFairRates(const std::vector<double>& capacity,
 class FairShare {
  public:
   explicit FairShare(std::vector<double> capacity) : capacity_(std::move(capacity)) {}
-  // Fills rates[i] for flows[i]; `unboundedRate` for flows without links.
+  // Fills rates[i] for flows[i]; `unboundedRate` for flows without links. With `weights`
+  // (one per flow, > 0) the filling is weighted: on a shared bottleneck flow i gets
+  // weights[i] / (sum of the weights there) of the capacity.
   void compute(const std::vector<const std::vector<int>*>& flows, std::vector<double>& rates,
-               double unboundedRate = 1e12);
+               double unboundedRate = 1e12, const std::vector<double>* weights = nullptr);
   // Links with at least one flow in the last compute() (for busy-time accounting).
   const std::vector<int>& usedLinks() const { return used_; }
 
@@ -42,6 +44,18 @@ class FairShare {
   std::vector<double> capacity_;
   std::vector<double> left_;  // per link: capacity not yet given out
   std::vector<int> unfixed_;  // per link: flows crossing it whose rate is not fixed
+  std::vector<double> weight_;  // per link: summed weight of those flows
+  struct HeapEntry {
+    double ratio;
+    int link;
+    uint64_t stamp;
+    bool operator>(const HeapEntry& o) const {
+      return ratio != o.ratio ? ratio > o.ratio : link > o.link;
+    }
+  };
+  std::vector<HeapEntry> heap_;
+  std::vector<uint64_t> stamp_, stampBase_;  // per link: changes; its value at the last push
+  std::vector<int> touched_;
   std::vector<int> used_;
   std::vector<std::vector<int>> flowsOn_;  // per link: flow indices
   std::vector<char> fixed_;

@@ -71,6 +71,7 @@ struct LaneState {
   int cur = 0;                   // index within the lane
   bool started = false, overheadDone = false, localDone = false;
   uint64_t slice = 0;
+  uint32_t weight = 1;   // the lane's share of link bandwidth (Lane::share)
   uint64_t sending = 0;  // absolute FIFO index of the slice being sent
   Phase phase = Phase::kReady;
 };
@@ -90,7 +91,7 @@ struct StepInfo {
 
 struct Flow {
   int lane = 0;
-  double left = 0, total = 0;
+  double left = 0, total = 0, weight = 1;
   const std::vector<int>* route = nullptr;
 };
 
@@ -119,10 +120,13 @@ class Engine {
     for (size_t l = 0; l < lanes_.size(); ++l) work_.push_back(static_cast<int>(l));
     drainWork();
     while (true) {
+      if (!freed_.empty()) ratesDirty_ = true;  // flows ended without a like successor
+      freed_.clear();
       if (ratesDirty_) {
         route_ptrs_.clear();
-        for (const Flow& f : flows_) route_ptrs_.push_back(f.route);
-        share_.compute(route_ptrs_, rates_, kUnboundedGBs);
+        weights_.clear();
+        for (const Flow& f : flows_) route_ptrs_.push_back(f.route), weights_.push_back(f.weight);
+        share_.compute(route_ptrs_, rates_, kUnboundedGBs, weighted_ ? &weights_ : nullptr);
         ratesDirty_ = false;
       }
       double tf = kInf;
@@ -209,6 +213,8 @@ class Engine {
         L.firstStep = static_cast<int>(steps_.size());
         L.steps = static_cast<int>(p.lanes[l].steps.size());
         const int channel = p.lanes[l].channel;
+        L.weight = opt_.laneShares ? std::max<uint32_t>(1, p.lanes[l].share) : 1;
+        weighted_ |= L.weight != 1;
         if (channel < 0)
           reject("rank " + std::to_string(r) + " lane " + std::to_string(l) + " has channel " +
                  std::to_string(channel));
@@ -265,7 +271,18 @@ class Engine {
 
   void startFlow(int lane, uint64_t bytes, const std::vector<int>* route) {
     for (int l : *route) result_.links[l].bytes += static_cast<double>(bytes);
-    flows_.push_back({lane, static_cast<double>(bytes), static_cast<double>(bytes), route});
+    const double weight = static_cast<double>(lanes_[lane].weight);
+    flows_.push_back({lane, static_cast<double>(bytes), static_cast<double>(bytes), weight, route});
+    // A flow like one that just ended (same route and weight) leaves every rate as it was: flows
+    // with equal routes and weights get equal rates. Lanes streaming slice after slice hit this.
+    for (size_t i = 0; i < freed_.size(); ++i)
+      if (freed_[i].route == route && freed_[i].weight == weight) {
+        rates_.push_back(freed_[i].rate);
+        freed_[i] = freed_.back();
+        freed_.pop_back();
+        return;
+      }
+    rates_.push_back(0);
     ratesDirty_ = true;
   }
 
@@ -286,11 +303,11 @@ class Engine {
       const Flow& f = flows_[i];
       if (f.left <= 1e-9 * f.total + 1e-9) {
         doneLanes.push_back(f.lane);
+        freed_.push_back({f.route, f.weight, rates_[i]});
         flows_[i] = flows_.back();
         rates_[i] = rates_.back();
         flows_.pop_back();
         rates_.pop_back();
-        ratesDirty_ = true;
       } else {
         ++i;
       }
@@ -568,6 +585,13 @@ class Engine {
   std::vector<Fifo> fifos_;
   std::vector<Flow> flows_;
   std::vector<double> rates_;
+  std::vector<double> weights_;
+  bool weighted_ = false;
+  struct Freed {
+    const std::vector<int>* route;
+    double weight, rate;
+  };
+  std::vector<Freed> freed_;  // flows ended since the rates were last computed
   std::vector<const std::vector<int>*> route_ptrs_;
   bool ratesDirty_ = false;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;

@@ -7,8 +7,9 @@
 //  - a step moves its data in slices (sliceBytes, like the executor's FIFO slots); a slice being
 //    sent takes one of the FIFO's fifoSlots slots until the receiving step has consumed it, so a
 //    forwarding step (recvCopySend, recvReduceSend, ...) forwards slice i while slice i+1 arrives;
-//  - a slice's transfer shares link bandwidth max-min fairly with all concurrent transfers and
-//    arrives the route's latency after its last byte was sent.
+//  - a slice's transfer shares link bandwidth max-min fairly with all concurrent transfers,
+//    weighted by its lane's plan::Lane::share, and arrives the route's latency after its last
+//    byte was sent.
 // Local steps (copy, reduce) cost bytes / localBw, or nothing when localBw is 0.
 #pragma once
 #include <cstdint>
@@ -29,6 +30,9 @@ struct SimOptions {
   uint64_t maxSlicesPerStep = 1024;
   double stepOverheadUs = 0;  // software cost of starting any step
   double localBw = 0;         // GB/s of copy / reduce steps; 0 = free
+  // Lanes share a link in proportion to their plan::Lane::share (weighted max-min); false: every
+  // transfer counts the same whatever its lane's share.
+  bool laneShares = true;
 };
 
 struct StepId {

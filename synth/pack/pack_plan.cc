@@ -346,6 +346,23 @@ FineJobs weightJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
   return out;
 }
 
+// One job per tree, its chunks in proportion to the tree's LP weight (rounded as weightJobs).
+// With lane shares (plan::Lane::share = a job's chunks) the links share bandwidth per job in
+// proportion to its data, so one job per tree suffices and its jobs finish together.
+FineJobs perTreeJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
+                     const PackPlanOptions& o, double* rateOut) {
+  const int n = f.nranks;
+  const uint64_t C = o.fineChunksPerRank;
+  std::vector<uint64_t> share = shares(pack, n, C);
+  if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
+    share = improveShares(f, pack, flow, std::move(share));
+  *rateOut = roundedRate(f, pack, flow, share, C);
+  FineJobs out(n);
+  for (size_t t = 0; t < pack.trees.size(); ++t)
+    if (share[t] > 0) out[pack.trees[t].root].push_back({t, share[t]});
+  return out;
+}
+
 // Jobs of equal data: U jobs per root spread over its trees like chunks (the fewest U from
 // unitsPerRoot to maxUnitsPerRoot whose rounding keeps minEfficiency of the rate, else the best),
 // so every job needs the same fair share.
@@ -414,6 +431,55 @@ struct JobSet {
   double rate = 0;
 };
 
+// Finish time of every job (its last lane) in `sim`.
+std::vector<double> jobFinishUs(const SimResult& sim, const std::vector<std::vector<int>>& laneJobs,
+                                size_t jobs) {
+  std::vector<double> out(jobs, 0.0);
+  for (size_t r = 0; r < laneJobs.size(); ++r)
+    for (size_t l = 0; l < laneJobs[r].size(); ++l)
+      if (laneJobs[r][l] >= 0)
+        out[laneJobs[r][l]] = std::max(out[laneJobs[r][l]], sim.laneFinishUs[r][l]);
+  return out;
+}
+
+// Balancing by simulation: every root's chunks go to its jobs in proportion to the rate each
+// job reached in the previous simulation at `bytes` (chunks / finish time), so the jobs that
+// finished early take more; `rounds` times from `sim` (the run of treeJobs(fine)), keeping the
+// fastest. Returns the jobs of the fastest round and sets *us to its time (the jobs of `fine`
+// and sim.timeUs where no round beats them).
+std::vector<TreeJob> balanceJobs(Collective coll, const Fabric& f, int root, const PackResult& pack,
+                                 FineJobs fine, uint64_t C, uint64_t steady, uint64_t bytes,
+                                 int rounds, SimResult sim, std::vector<std::vector<int>> laneJobs,
+                                 double* us) {
+  const int n = f.nranks;
+  const bool pr = perRoot(coll);
+  const uint64_t total = pr ? C * n : C;
+  std::vector<TreeJob> best = treeJobs(pack, fine, C, pr, steady);
+  *us = sim.timeUs;
+  size_t jobCount = best.size();
+  for (int round = 0; round < rounds; ++round) {
+    const std::vector<double> finish = jobFinishUs(sim, laneJobs, jobCount);
+    size_t k = 0;  // treeJobs emits fine[r]'s jobs in order, roots ascending
+    for (auto& rootJobs : fine) {
+      std::vector<double> w;
+      for (const FineJob& fj : rootJobs) {
+        const double t = finish[k++];
+        w.push_back(t > 0 ? static_cast<double>(fj.count) / t : static_cast<double>(fj.count));
+      }
+      if (w.empty()) continue;
+      const auto counts = apportion(w, C);
+      for (size_t i = 0; i < rootJobs.size(); ++i) rootJobs[i].count = counts[i];
+      std::erase_if(rootJobs, [](const FineJob& j) { return j.count == 0; });
+    }
+    std::vector<TreeJob> jobs = treeJobs(pack, fine, C, pr, steady);
+    jobCount = jobs.size();
+    laneJobs.clear();
+    sim = simulate(forestPlan(coll, n, root, total, jobs, "candidate", &laneJobs), bytes, f);
+    if (sim.timeUs < *us) *us = sim.timeUs, best = std::move(jobs);
+  }
+  return best;
+}
+
 JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions& o,
               bool choose = true) {
   JobSet js;
@@ -421,21 +487,41 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
   const TreeFlow flow = flowOf(coll);
   if (fineNeeded(js.pack)) {
     js.chunksPerRoot = o.fineChunksPerRank;
-    std::vector<FineJobs> candidates = {weightJobs(f, js.pack, flow, o, &js.rate)};
-    if (o.chooseBytes > 0 && choose) {
-      double fairRate = 0;
-      candidates.push_back(fineJobs(f, js.pack, flow, o, &fairRate));
-      candidates.push_back(equalJobs(f, js.pack, flow, o));
-    }
-    double bestUs = -1;
     const uint64_t C = perRoot(coll) ? js.chunksPerRoot * f.nranks : js.chunksPerRoot;
-    for (const FineJobs& fine : candidates) {
-      auto jobs = treeJobs(js.pack, fine, js.chunksPerRoot, perRoot(coll), o.steadyPieces);
-      double us = 0;
-      if (candidates.size() > 1)
-        us = simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate"), o.chooseBytes, f)
-                 .timeUs;
-      if (bestUs < 0 || us < bestUs) bestUs = us, js.jobs = std::move(jobs);
+    const FineJobs perTree = perTreeJobs(f, js.pack, flow, o, &js.rate);
+    js.jobs = treeJobs(js.pack, perTree, js.chunksPerRoot, perRoot(coll), o.treeSteadyPieces);
+    if (o.chooseBytes == 0 || !choose) return js;
+    // Per-tree jobs at treeSteadyPieces and twice as many pieces, the faster balanced.
+    double bestUs = -1;
+    uint64_t bestSteady = o.treeSteadyPieces;
+    SimResult bestSim;
+    std::vector<std::vector<int>> bestLanes;
+    for (uint64_t steady : {o.treeSteadyPieces, 2 * o.treeSteadyPieces}) {
+      auto jobs = treeJobs(js.pack, perTree, js.chunksPerRoot, perRoot(coll), steady);
+      std::vector<std::vector<int>> lanes;
+      SimResult sim = simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate", &lanes),
+                               o.chooseBytes, f);
+      if (bestUs < 0 || sim.timeUs < bestUs) {
+        bestUs = sim.timeUs, bestSteady = steady, js.jobs = std::move(jobs);
+        bestSim = std::move(sim), bestLanes = std::move(lanes);
+      }
+    }
+    if (o.balanceRounds > 0)
+      js.jobs = balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady,
+                            o.chooseBytes, o.balanceRounds, std::move(bestSim),
+                            std::move(bestLanes), &bestUs);
+    if (o.oldLayouts) {
+      double rate = 0;
+      const std::vector<FineJobs> candidates = {weightJobs(f, js.pack, flow, o, &rate),
+                                                fineJobs(f, js.pack, flow, o, &rate),
+                                                equalJobs(f, js.pack, flow, o)};
+      for (const FineJobs& fine : candidates) {
+        auto jobs = treeJobs(js.pack, fine, js.chunksPerRoot, perRoot(coll), o.steadyPieces);
+        const double us =
+            simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate"), o.chooseBytes, f)
+                .timeUs;
+        if (us < bestUs) bestUs = us, js.jobs = std::move(jobs);
+      }
     }
   } else {
     js.chunksPerRoot = evenJobs(f, js.pack, flow, o, perRoot(coll), &js.rate, &js.jobs);
@@ -451,8 +537,46 @@ void refine(JobSet& js, uint64_t k) {
     j.first *= k;
     j.count *= k;
     for (uint64_t& m : j.pieceSizes) m *= k;
+    for (auto& [a, m] : j.ranges) a *= k, m *= k;
   }
   js.chunksPerRoot *= k;
+}
+
+// Each root's jobs (contiguous ranges of its block of C chunks) re-laid so that they advance
+// through the block together: the block is cut into rounds (ramped: 1, 2, 4 ... chunks, about
+// `steady` large rounds, then back down), and every job carries, in every round, its share of
+// the round in proportion to its chunk count (cumulatively rounded, so the counts stay exact).
+// The reduce-scatter and allgather of an allreduce then finish a round's chunks at about the
+// same time, so a broadcast never waits for a reduction that its tree's order put last.
+std::vector<TreeJob> roundJobs(const std::vector<TreeJob>& jobs, int n, uint64_t C,
+                               uint64_t steady) {
+  const std::vector<uint64_t> rounds = rampedPieces(C, steady);
+  std::vector<TreeJob> out;
+  for (int r = 0; r < n; ++r) {
+    std::vector<const TreeJob*> mine;
+    for (const TreeJob& j : jobs)
+      if (treeRoot(j.parent) == r) mine.push_back(&j);
+    std::vector<uint64_t> before(mine.size(), 0);
+    std::vector<TreeJob> made(mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      made[i].parent = mine[i]->parent;
+      made[i].count = mine[i]->count;
+    }
+    uint64_t at = static_cast<uint64_t>(r) * C, done = 0;
+    for (uint64_t size : rounds) {
+      done += size;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const uint64_t upto = static_cast<uint64_t>(
+            static_cast<unsigned __int128>(mine[i]->count) * done / C);
+        if (upto > before[i]) made[i].ranges.push_back({at, upto - before[i]});
+        at += upto - before[i];
+        before[i] = upto;
+      }
+    }
+    for (TreeJob& j : made)
+      if (!j.ranges.empty()) j.first = j.ranges.front().first, out.push_back(std::move(j));
+  }
+  return out;
 }
 
 PackedPlan treesAllReduce(const Fabric& f, const PackPlanOptions& o) {
@@ -478,6 +602,10 @@ PackedPlan rsAgAllReduce(const Fabric& f, const PackPlanOptions& o, double* lpRa
   out.pack = std::move(ag.pack);
   out.chunksPerRoot = common;
   out.roundedRate = rs.rate > 0 && ag.rate > 0 ? 1 / (1 / rs.rate + 1 / ag.rate) : 0;
+  if (fineNeeded(rs.pack) || fineNeeded(ag.pack)) {
+    rs.jobs = roundJobs(rs.jobs, f.nranks, common, o.treeSteadyPieces);
+    ag.jobs = roundJobs(ag.jobs, f.nranks, common, o.treeSteadyPieces);
+  }
   out.plan = forestPlanAllReduce(f.nranks, common * f.nranks, rs.jobs, ag.jobs,
                                  "pack-allreduce-rsag");
   return out;
@@ -503,14 +631,24 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
   if (coll == Collective::kAllReduce) {
     if (o.allReduce == AllReduceShape::kTrees) return treesAllReduce(f, o);
     if (o.allReduce == AllReduceShape::kRsAg) return rsAgAllReduce(f, o);
-    PackedPlan trees = treesAllReduce(f, o);
-    double rsagRate = 0;
-    PackedPlan rsag = rsAgAllReduce(f, o, &rsagRate);
-    if (o.chooseBytes == 0)  // the packings' rates; ties go to RS + AG (one direction per edge)
+    if (o.chooseBytes == 0) {  // the packings' rates; ties go to RS + AG (one direction per edge)
+      PackedPlan trees = treesAllReduce(f, o);
+      double rsagRate = 0;
+      PackedPlan rsag = rsAgAllReduce(f, o, &rsagRate);
       return rsagRate >= trees.pack.rate * (1 - 1e-6) ? std::move(rsag) : std::move(trees);
-    const double a = simulate(trees.plan, o.chooseBytes, f).timeUs;
-    const double b = simulate(rsag.plan, o.chooseBytes, f).timeUs;
-    return b < a ? std::move(rsag) : std::move(trees);
+    }
+    // The shapes race in the simulator as coarser plans (a quarter of the chunks, half the
+    // steady pieces) at a quarter of the size: a third of the events, which keeps two-node
+    // synthesis near ten seconds; the faster shape is then built at full resolution. (On
+    // dgx-a100-x2 the trees lead both at 1 GiB, 0.933 / 0.837 of the bound, and so, 0.836 /
+    // 0.734, at 256 MiB.)
+    PackPlanOptions coarse = o;
+    coarse.fineChunksPerRank = std::max<uint64_t>(64, o.fineChunksPerRank / 4);
+    coarse.treeSteadyPieces = std::max<uint64_t>(8, o.treeSteadyPieces / 2);
+    const uint64_t raceBytes = std::max<uint64_t>(1, o.chooseBytes / 4);
+    const double a = simulate(treesAllReduce(f, coarse).plan, raceBytes, f).timeUs;
+    const double b = simulate(rsAgAllReduce(f, coarse).plan, raceBytes, f).timeUs;
+    return b < a ? rsAgAllReduce(f, o) : treesAllReduce(f, o);
   }
   PackedPlan out;
   JobSet js = jobSet(coll, f, root, o);

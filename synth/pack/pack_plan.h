@@ -19,24 +19,35 @@ struct PackPlanOptions {
   uint64_t maxChunksPerRank = 64;  // chunks of one root's data (all of it for broadcast / reduce)
   double minEfficiency = 0.99;     // fewest chunks whose rounding keeps this share of the rate
   uint64_t minPieces = 16;         // chunks per tree to aim for, so trees pipeline
-  // Packings of unevenly weighted trees (fineNeeded): links share bandwidth per transfer, not
-  // per tree weight, so each tree runs as concurrent jobs in proportion to its weight (about
-  // `unitsPerRoot` per root), its data cut into `fineChunksPerRank` chunks per root and sent
-  // in ramped pieces (about `steadyPieces` large ones per job between doubling / halving ramps).
-  uint64_t fineChunksPerRank = 512;
+  // Packings of unevenly weighted trees (fineNeeded) cut each root's data into
+  // `fineChunksPerRank` chunks. The default layout is one job per tree (see treeSteadyPieces);
+  // the older layouts below run each tree as concurrent jobs in proportion to its weight (about
+  // `unitsPerRoot` per root), for links that share bandwidth per transfer, in ramped pieces
+  // (about `steadyPieces` large ones per job between doubling / halving ramps).
+  uint64_t fineChunksPerRank = 2048;
   uint64_t unitsPerRoot = 8;
-  // The other layouts (chooseBytes > 0): fair-share job counts move one job at a time (at most
+  // The other layouts (oldLayouts): fair-share job counts move one job at a time (at most
   // unitMoves times, up to maxUnitsPerRoot per root); equal jobs take the fewest per root from
   // unitsPerRoot to maxUnitsPerRoot that keep minEfficiency of the rate.
   uint64_t maxUnitsPerRoot = 16;
   int unitMoves = 200;
   uint64_t steadyPieces = 4;
+  // The default layout: one job per tree, its chunks in proportion to the tree's weight, cut
+  // into ramped pieces with about `treeSteadyPieces` large ones. Its lanes get the job's chunk
+  // count as plan::Lane::share, so links shared by weight make the trees finish together. With
+  // chooseBytes: the faster of treeSteadyPieces and twice as many in the simulator; then, for
+  // `balanceRounds` rounds, each root's chunks moved between its jobs by their simulated rates
+  // (the fastest kept; 0 by default: +1% on dgx-h100-x2 at 64 pieces, nothing at 128, one more
+  // simulation each); with `oldLayouts` the three layouts above compete too.
+  uint64_t treeSteadyPieces = 64;
+  int balanceRounds = 0;
+  bool oldLayouts = false;
   AllReduceShape allReduce = AllReduceShape::kBest;
   // Where > 0: the fine allgather / reduce-scatter / broadcast / reduce plan takes the fastest
-  // of three job layouts (weight-proportional jobs, max-min fair-share job counts, equal jobs)
-  // and the allreduce the faster shape (each with weight-proportional jobs), simulated at this
-  // many bytes (seconds for 16 ranks at 1 GiB). 0: weight-proportional jobs, and the
-  // allreduce shape whose packings have the higher rate (ties: reduce-scatter + allgather).
+  // of its candidate layouts (above) and the allreduce the faster shape (each with per-tree
+  // jobs), simulated at this many bytes (seconds to tens of seconds for 16 ranks at 1 GiB).
+  // 0: per-tree jobs with treeSteadyPieces, and the allreduce shape whose packings have the
+  // higher rate (ties: reduce-scatter + allgather).
   uint64_t chooseBytes = 0;
   PackOptions pack;
 };

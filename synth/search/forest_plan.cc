@@ -89,8 +89,27 @@ void emitDown(plan::ChunkProgram& p, bool isRoot, int par, const std::vector<int
   }
 }
 
+// Rejects a job whose chunk range, piece sizes or explicit ranges do not fit [0, C).
+void checkRanges(const TreeJob& j, uint64_t C, const std::string& name) {
+  if (!j.ranges.empty()) {
+    uint64_t sum = 0;
+    for (const auto& [a, m] : j.ranges) {
+      if (m == 0 || a + m > C) reject(name + " has a bad chunk range");
+      sum += m;
+    }
+    if (sum != j.count) reject(name + "'s ranges do not add up to its chunk count");
+    return;
+  }
+  if (j.count == 0 || j.first + j.count > C) reject(name + " has a bad chunk range");
+  uint64_t pieceSum = 0;
+  for (uint64_t m : j.pieceSizes) pieceSum += m;
+  if (!j.pieceSizes.empty() && pieceSum != j.count)
+    reject(name + "'s piece sizes do not add up to its chunk count");
+}
+
 // Piece boundaries of [first, first + count): `pieces` near-equal whole-chunk pieces.
 std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
+  if (!j.ranges.empty()) return j.ranges;
   if (!j.pieceSizes.empty()) {
     std::vector<std::pair<uint64_t, uint64_t>> out;
     uint64_t a = j.first;
@@ -130,6 +149,20 @@ void dropEmptyLanes(plan::ChunkPlan& cp, std::vector<std::vector<int>>& owner) {
         for (auto& d : s.deps) d.lane = newIndex[d.lane];
     p.lanes = std::move(kept);
   }
+}
+
+// Every lane's share of link bandwidth is its job's data (chunks): jobs sharing a link then
+// move their data at rates in proportion to it and finish together, as the packing intends.
+// `b` continues the job indices of `a` (the down jobs of an allreduce).
+void setShares(plan::ChunkPlan& cp, const std::vector<std::vector<int>>& owner,
+               const std::vector<TreeJob>& a, const std::vector<TreeJob>& b) {
+  for (size_t r = 0; r < cp.programs.size(); ++r)
+    for (size_t l = 0; l < cp.programs[r].lanes.size(); ++l) {
+      const int j = owner[r][l];
+      if (j < 0) continue;
+      const TreeJob& job = static_cast<size_t>(j) < a.size() ? a[j] : b[j - a.size()];
+      cp.programs[r].lanes[l].share = static_cast<uint32_t>(std::max<uint64_t>(1, job.count));
+    }
 }
 
 // Keeps, per lane, only the latest of `deps` (earlier steps of a lane are implied).
@@ -233,16 +266,14 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     if (static_cast<int>(j.parent.size()) != n) reject(name + " does not span the ranks");
     const int r = treeRoot(j.parent);
     if (r < 0) reject(name + " is not a spanning tree");
-    if (j.count == 0 || j.first + j.count > C) reject(name + " has a bad chunk range");
-    uint64_t pieceSum = 0;
-    for (uint64_t m : j.pieceSizes) pieceSum += m;
-    if (!j.pieceSizes.empty() && pieceSum != j.count)
-      reject(name + "'s piece sizes do not add up to its chunk count");
+    checkRanges(j, C, name);
     if (rooted && r != root) reject(name + " is not rooted at " + std::to_string(root));
-    if (perRoot && (j.first / block != static_cast<uint64_t>(r) ||
-                    (j.first + j.count - 1) / block != static_cast<uint64_t>(r)))
-      reject(name + " (root " + std::to_string(r) + ") leaves its root's block");
-    for (uint64_t c = j.first; c < j.first + j.count; ++c) ++cover[c];
+    for (const auto& [a, m] : piecesOf(j)) {
+      if (perRoot && (a / block != static_cast<uint64_t>(r) ||
+                      (a + m - 1) / block != static_cast<uint64_t>(r)))
+        reject(name + " (root " + std::to_string(r) + ") leaves its root's block");
+      for (uint64_t c = a; c < a + m; ++c) ++cover[c];
+    }
     roots.push_back(r);
   }
   for (uint64_t c = 0; c < C; ++c)
@@ -333,9 +364,12 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         };
         if (r == tr && coll != Collective::kAllReduce) {
           const int copy = addLane(p, channel);
-          add(p, copy,
-              step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first), out(j.first),
-                   j.count));
+          if (j.ranges.empty())
+            add(p, copy,
+                step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first), out(j.first),
+                     j.count));
+          for (const auto& [a, m] : j.ranges)
+            add(p, copy, step(Op::kCopy, -1, -1, in(ag ? a - tr * block : a), out(a), m));
         }
         emitDown(
             p, r == tr, par, ch, pieces, rootSrc,
@@ -347,6 +381,7 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     }
   }
   dropEmptyLanes(cp, owner);
+  setShares(cp, owner, jobs, {});
   if (laneJobs) *laneJobs = std::move(owner);
   return cp;
 }
@@ -370,15 +405,13 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
       if (static_cast<int>(j.parent.size()) != n) reject(what + " does not span the ranks");
       const int r = treeRoot(j.parent);
       if (r < 0) reject(what + " is not a spanning tree");
-      if (j.count == 0 || j.first + j.count > C) reject(what + " has a bad chunk range");
-      uint64_t pieceSum = 0;
-      for (uint64_t m : j.pieceSizes) pieceSum += m;
-      if (!j.pieceSizes.empty() && pieceSum != j.count)
-        reject(what + "'s piece sizes do not add up to its chunk count");
-      for (uint64_t c = j.first; c < j.first + j.count; ++c) {
-        if (rootOf[c] >= 0) reject("chunk " + std::to_string(c) + " is in two " + phase + " jobs");
-        rootOf[c] = r;
-      }
+      checkRanges(j, C, what);
+      for (const auto& [a, m] : piecesOf(j))
+        for (uint64_t c = a; c < a + m; ++c) {
+          if (rootOf[c] >= 0)
+            reject("chunk " + std::to_string(c) + " is in two " + phase + " jobs");
+          rootOf[c] = r;
+        }
       roots.push_back(r);
     }
     for (uint64_t c = 0; c < C; ++c)
@@ -492,6 +525,7 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
     }
   }
   dropEmptyLanes(cp, owner);
+  setShares(cp, owner, upJobs, downJobs);
   if (laneJobs) *laneJobs = std::move(owner);
   return cp;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/plan/chunk_plan.h"
@@ -24,6 +25,11 @@ struct TreeJob {
   // Explicit piece sizes in chunks (summing to count), overriding `pieces`: small pieces at the
   // ends shorten the pipeline fill and drain, large ones in the middle keep steps few.
   std::vector<uint64_t> pieceSizes;
+  // Explicit pieces (first chunk, chunks), overriding all of the above where not empty: the job
+  // carries exactly these chunks, in this order, which need not be contiguous (`count` must be
+  // their sum; `first` is ignored). Lets jobs of different trees advance through a root's data
+  // in step (see packPlan's allreduce).
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
 };
 
 // Piece sizes for `count` chunks: doubling from 1 up to about count / steady, `steady` pieces of

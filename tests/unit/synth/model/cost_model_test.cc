@@ -38,6 +38,25 @@ TEST(CostModel, TiedBottlenecksSettleTogether) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(r[i], want[i]) << "flow " << i;
 }
 
+TEST(CostModel, WeightedSharingSplitsByWeight) {
+  // Link 0 (40 GB/s): weights 1 and 3 get 10 and 30. Link 1 (100) also carries a weight-3 flow
+  // limited to 30 by link 0 and a weight-1 flow that takes the remaining 70.
+  FairShare share({40.0, 100.0});
+  const std::vector<int> a = {0}, b = {0, 1}, c = {1};
+  const std::vector<double> w = {1, 3, 1};
+  std::vector<double> r;
+  share.compute({&a, &b, &c}, r, 1e12, &w);
+  EXPECT_DOUBLE_EQ(r[0], 10.0);
+  EXPECT_DOUBLE_EQ(r[1], 30.0);
+  EXPECT_DOUBLE_EQ(r[2], 70.0);
+  // Equal weights are plain max-min.
+  const std::vector<double> ones = {1, 1, 1};
+  share.compute({&a, &b, &c}, r, 1e12, &ones);
+  EXPECT_DOUBLE_EQ(r[0], 20.0);
+  EXPECT_DOUBLE_EQ(r[1], 20.0);
+  EXPECT_DOUBLE_EQ(r[2], 80.0);
+}
+
 TEST(CostModel, FlowWithoutLinksIsUnbounded) {
   const std::vector<double> r = maxMinFairRates({10.0}, {{}, {0}}, 1e9);
   EXPECT_DOUBLE_EQ(r[0], 1e9);

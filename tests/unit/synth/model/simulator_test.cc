@@ -79,6 +79,27 @@ TEST(Simulator, TwoTransfersOnOneLinkTakeTwiceAsLong) {
   EXPECT_NEAR(simulate(p, f).timeUs, 1.0 + 2 * us(kMiB, 25.0), 1e-9);
 }
 
+// Lanes share a link in proportion to plan::Lane::share: with shares 3 and 1, two equal sends
+// move at 3/4 and 1/4 of the link until the first is done (4/3 of one send's time), then the
+// second takes the whole link; without laneShares both finish at twice one send's time.
+TEST(Simulator, LaneSharesWeighTheLinkSharing) {
+  const Fabric f = fullyConnectedFabric(2, 25.0, 0.0);
+  plan::Plan p = p2pPlan(2);
+  for (int c = 0; c < 2; ++c) {
+    addLane(p, 0, c, {sendTo(1, kMiB)});
+    addLane(p, 1, c, {recvFrom(0, kMiB)});
+  }
+  p.programs[0].lanes[0].share = 3;
+  const SimResult r = simulate(p, f);
+  EXPECT_NEAR(r.laneFinishUs[0][0], 4.0 / 3 * us(kMiB, 25.0), 0.02 * us(kMiB, 25.0));
+  EXPECT_NEAR(r.timeUs, 2 * us(kMiB, 25.0), 1e-6);
+  SimOptions o;
+  o.laneShares = false;
+  const SimResult even = simulate(p, f, o);
+  EXPECT_NEAR(even.laneFinishUs[0][0], 2 * us(kMiB, 25.0), 0.02 * us(kMiB, 25.0));
+  EXPECT_NEAR(even.timeUs, 2 * us(kMiB, 25.0), 1e-6);
+}
+
 TEST(Simulator, TransfersShareASwitchPortButNotDisjointPaths) {
   const Fabric f = starFabric(4, 20.0, 1.0);
   // 0 -> 2 and 1 -> 2 share the switch's link to 2.

@@ -106,6 +106,38 @@ TEST(ForestPlan, EveryCollectiveOverHandMadeTrees) {
   EXPECT_NE(ch[0], ch[1]);
 }
 
+// Jobs with explicit, non-contiguous ranges; every lane's share is its job's chunk count.
+TEST(ForestPlan, RangesAndLaneShares) {
+  const int n = 4;
+  std::vector<int> chain(n, -1), star(n, 0);
+  for (int k = 1; k < n; ++k) chain[k] = k - 1;
+  star[0] = -1;
+  for (Collective c : {Collective::kBroadcast, Collective::kReduce, Collective::kAllReduce}) {
+    TreeJob a{chain, 0, 5, 0}, b{star, 0, 3, 0};
+    a.ranges = {{0, 2}, {3, 2}, {7, 1}};  // chunks 0-1, 3-4, 7
+    b.ranges = {{2, 1}, {5, 2}};          // chunks 2, 5-6
+    std::vector<std::vector<int>> laneJobs;
+    const plan::ChunkPlan cp = forestPlan(c, n, 0, 8, {a, b}, "ranges", &laneJobs);
+    EXPECT_EQ(verifyAtCounts(cp, {1, 2}), "") << plan::collectiveName(c);
+    for (int r = 0; r < n; ++r)
+      for (size_t l = 0; l < cp.programs[r].lanes.size(); ++l)
+        EXPECT_EQ(cp.programs[r].lanes[l].share, laneJobs[r][l] == 0 ? 5u : 3u);
+  }
+  {
+    // Allreduce as reduce then broadcast over different jobs whose ranges interleave.
+    TreeJob up{chain, 0, 4, 0}, down{star, 0, 4, 0};
+    up.ranges = {{0, 1}, {2, 2}, {1, 1}};
+    down.ranges = {{1, 1}, {0, 1}, {3, 1}, {2, 1}};
+    EXPECT_EQ(verifyAtCounts(forestPlanAllReduce(n, 4, {up}, {down}, "rsag")), "");
+  }
+  TreeJob overlap{chain, 0, 3, 0};
+  overlap.ranges = {{0, 2}, {1, 1}};
+  EXPECT_THROW(forestPlan(Collective::kBroadcast, n, 0, 3, {overlap}, "x"), Error);
+  TreeJob badSum{chain, 0, 3, 0};
+  badSum.ranges = {{0, 2}};
+  EXPECT_THROW(forestPlan(Collective::kBroadcast, n, 0, 2, {badSum}, "x"), Error);
+}
+
 TEST(ForestPlan, RejectsBrokenJobs) {
   const std::vector<int> chain = {-1, 0, 1};
   EXPECT_THROW(forestPlan(Collective::kBroadcast, 3, 0, 2, {{chain, 0, 1, 0}}, "x"), Error);
