@@ -614,7 +614,9 @@ PackedPlan rsAgAllReduce(const Fabric& f, const PackPlanOptions& o, double* lpRa
 }  // namespace
 
 PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
-                            const PackPlanOptions& o) {
+                            const PackPlanOptions& options) {
+  PackPlanOptions o = options;
+  if (o.chooseBytes > 0 && o.chooseChunksPerRank > 0) o.fineChunksPerRank = o.chooseChunksPerRank;
   if (o.maxChunksPerRank < 1 || !(o.minEfficiency > 0 && o.minEfficiency <= 1))
     throw Error(Status::kInvalidArgument,
                 "pack plan: maxChunksPerRank must be >= 1 and minEfficiency in (0, 1]");

@@ -24,7 +24,11 @@ struct PackPlanOptions {
   // the older layouts below run each tree as concurrent jobs in proportion to its weight (about
   // `unitsPerRoot` per root), for links that share bandwidth per transfer, in ramped pieces
   // (about `steadyPieces` large ones per job between doubling / halving ramps).
-  uint64_t fineChunksPerRank = 2048;
+  uint64_t fineChunksPerRank = 512;
+  // With chooseBytes > 0 (weft-synth) fine plans use this many chunks per root instead (0: keep
+  // fineChunksPerRank): finer pieces at the pipeline's ends, +0.1-1% at 1 GiB, but a count must
+  // then split into 2048 chunks per rank for the plan to apply.
+  uint64_t chooseChunksPerRank = 2048;
   uint64_t unitsPerRoot = 8;
   // The other layouts (oldLayouts): fair-share job counts move one job at a time (at most
   // unitMoves times, up to maxUnitsPerRoot per root); equal jobs take the fewest per root from
