@@ -38,6 +38,10 @@ struct Outstanding {
   const char* end;
 };
 
+// Slices a lane moves before the next lane's turn, when all lanes weigh the same.
+constexpr uint32_t kLaneBurst = 16;
+constexpr uint32_t kMaxLaneBurst = 1024;
+
 // advance(): progressed, and the lane should let the others run before it goes on.
 constexpr int kYieldLane = 2;
 // Local copies and reductions go this many bytes at a time between the other lanes' steps.
@@ -70,6 +74,12 @@ class WorkRunner {
     inputBegin_ = inputEnd_ = nullptr;
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
+    bursts_.clear();
+    for (const auto& lane : w.program->lanes)
+      if (lane.share != 1) {
+        bursts_ = laneBursts(*w.program);
+        break;
+      }
     // No rank's output exceeds count x nranks elements: small calls skip the sizes.
     const uint64_t most = w.plan->spec.count * static_cast<uint64_t>(w.plan->spec.nranks);
     if (streamOutputBytes() == 0 || most * elemSize_ < streamOutputBytes()) return;
@@ -100,8 +110,10 @@ class WorkRunner {
     for (size_t l = 0; l < lanes_->size(); ++l) {
       const auto& steps = w_->program->lanes[l].steps;
       LaneState& ls = (*lanes_)[l];
-      // Bounded burst per lane keeps lanes (and ranks driven by this thread) fair.
-      for (int burst = 0; burst < 16 && ls.step < steps.size(); ++burst) {
+      // Bounded burst per lane keeps lanes (and ranks driven by this thread) fair, or weighted
+      // by the plan's lane shares.
+      const uint32_t limit = bursts_.empty() ? kLaneBurst : bursts_[l];
+      for (uint32_t burst = 0; burst < limit && ls.step < steps.size(); ++burst) {
         int r = advance(static_cast<int>(l), ls, steps[ls.step], st, why, stall);
         if (r < 0) return progress;
         if (r == 0) break;
@@ -320,6 +332,7 @@ class WorkRunner {
   Work* w_ = nullptr;
   std::vector<LaneState>* lanes_ = nullptr;
   std::vector<Outstanding> outstanding_;
+  std::vector<uint32_t> bursts_;  // per lane, when the plan's lane shares differ; else empty
   std::vector<char> bounce_;
   size_t elemSize_ = 1;
   bool premul_ = false;
@@ -476,6 +489,19 @@ class TaskSet {
 };
 
 }  // namespace
+
+std::vector<uint32_t> laneBursts(const plan::Program& program) {
+  uint32_t least = 0;
+  for (const auto& lane : program.lanes)
+    if (lane.share > 0 && (least == 0 || lane.share < least)) least = lane.share;
+  std::vector<uint32_t> bursts(program.lanes.size(), kLaneBurst);
+  if (least == 0) return bursts;
+  for (size_t l = 0; l < bursts.size(); ++l) {
+    const double b = static_cast<double>(kLaneBurst) * program.lanes[l].share / least;
+    bursts[l] = static_cast<uint32_t>(std::clamp(b + 0.5, 1.0, double{kMaxLaneBurst}));
+  }
+  return bursts;
+}
 
 struct RunScratch::States {
   std::vector<TaskState> tasks;

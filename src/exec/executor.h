@@ -62,6 +62,12 @@ struct RunResult {
   int failedTask = -1;
 };
 
+// Slices each lane of `program` may move per pass of the executor over its lanes: 16 for every
+// lane when all shares are equal (the fairness burst), else in proportion to plan::Lane::share,
+// the smallest share getting 16 (at most 1024 a pass). So where lanes contend for one thread's
+// time (the copies and reductions of all lanes run on it), each gets its share of it.
+std::vector<uint32_t> laneBursts(const plan::Program& program);
+
 // What runs keep from one to the next (per-task lane state), so that a warm run allocates
 // nothing. One per thread: run() without it uses a thread-local one; a caller that already holds
 // per-thread state passes its own and saves the thread-local lookup on every call.
