@@ -325,16 +325,24 @@ std::vector<TreeJob> treeJobs(const PackResult& pack, const FineJobs& fine, uint
   return jobs;
 }
 
+// Each tree's chunks of fineChunksPerRank in proportion to its LP weight, improved where the
+// rounding loses rate; *rateOut: the rounded packing's rate by bottleneck arithmetic.
+std::vector<uint64_t> treeChunks(const Fabric& f, const PackResult& pack, TreeFlow flow,
+                                 const PackPlanOptions& o, double* rateOut) {
+  const uint64_t C = o.fineChunksPerRank;
+  std::vector<uint64_t> share = shares(pack, f.nranks, C);
+  if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
+    share = improveShares(f, pack, flow, std::move(share));
+  *rateOut = roundedRate(f, pack, flow, share, C);
+  return share;
+}
+
 // Each tree's chunks in proportion to its LP weight (the packing's rate by bottleneck
 // arithmetic), cut into about unitsPerRoot x weight jobs per root.
 FineJobs weightJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
                     const PackPlanOptions& o, double* rateOut) {
   const int n = f.nranks;
-  const uint64_t C = o.fineChunksPerRank;
-  std::vector<uint64_t> share = shares(pack, n, C);
-  if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
-    share = improveShares(f, pack, flow, std::move(share));
-  *rateOut = roundedRate(f, pack, flow, share, C);
+  const std::vector<uint64_t> share = treeChunks(f, pack, flow, o, rateOut);
   const std::vector<uint64_t> units = shares(pack, n, o.unitsPerRoot);
   FineJobs out(n);
   for (size_t t = 0; t < pack.trees.size(); ++t) {
@@ -351,13 +359,8 @@ FineJobs weightJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
 // proportion to its data, so one job per tree suffices and its jobs finish together.
 FineJobs perTreeJobs(const Fabric& f, const PackResult& pack, TreeFlow flow,
                      const PackPlanOptions& o, double* rateOut) {
-  const int n = f.nranks;
-  const uint64_t C = o.fineChunksPerRank;
-  std::vector<uint64_t> share = shares(pack, n, C);
-  if (roundedRate(f, pack, flow, share, C) < o.minEfficiency * pack.rate)
-    share = improveShares(f, pack, flow, std::move(share));
-  *rateOut = roundedRate(f, pack, flow, share, C);
-  FineJobs out(n);
+  const std::vector<uint64_t> share = treeChunks(f, pack, flow, o, rateOut);
+  FineJobs out(f.nranks);
   for (size_t t = 0; t < pack.trees.size(); ++t)
     if (share[t] > 0) out[pack.trees[t].root].push_back({t, share[t]});
   return out;
