@@ -1,7 +1,9 @@
 // The slot FIFO shared by the memory-based transports (local, shm): one direction is a control
-// block and `slots` data slots. Each message has a one-cache-line descriptor whose `seq` is
-// stored last: the receiver polls that one line, and messages of up to kInlineBytes travel
-// inside it (data and flag in one line, like NCCL's LL protocol). Descriptors form a ring of
+// block and `slots` data slots. Each message has a four-cache-line descriptor whose `seq` (in its
+// first line) is stored last with release order: the receiver polls that one line, and messages
+// of up to kInlineBytes travel inside the descriptor, touching only the lines they fill (a
+// message of up to 40 bytes keeps data and flag in one line, like NCCL's LL protocol; up to 232
+// bytes saves the data slot's extra lines and its head update). Descriptors form a ring of
 // kMaxSlots, data slots a ring of their own: inline and by-reference messages take no data slot,
 // so small messages can run up to kMaxSlots ahead (a broadcast root, for one) while the data
 // slots stay few. The receiver owns `head` (messages released) and `dataHead` (data slots).
@@ -20,7 +22,7 @@ namespace weft::transport {
 
 inline constexpr uint32_t kMaxSlots = 64;
 
-inline constexpr uint32_t kInlineBytes = 40;
+inline constexpr uint32_t kInlineBytes = 232;
 inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
 inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
 
@@ -31,7 +33,7 @@ struct alignas(64) SlotInfo {
   uint64_t remote;  // 0: data is in the slot (or inline); else its address in the sender
   unsigned char inlineData[kInlineBytes];
 };
-static_assert(sizeof(SlotInfo) == 64, "one cache line per message descriptor");
+static_assert(sizeof(SlotInfo) == 256, "four cache lines per message descriptor");
 
 inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
