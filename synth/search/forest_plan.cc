@@ -107,6 +107,14 @@ void checkRanges(const TreeJob& j, uint64_t C, const std::string& name) {
     reject(name + "'s piece sizes do not add up to its chunk count");
 }
 
+// Per rank, its children in the job's tree.
+std::vector<std::vector<int>> kidsOf(const TreeJob& j) {
+  std::vector<std::vector<int>> kids(j.parent.size());
+  for (size_t r = 0; r < j.parent.size(); ++r)
+    if (j.parent[r] >= 0) kids[j.parent[r]].push_back(static_cast<int>(r));
+  return kids;
+}
+
 // Piece boundaries of [first, first + count): `pieces` near-equal whole-chunk pieces.
 std::vector<std::pair<uint64_t, uint64_t>> piecesOf(const TreeJob& j) {
   if (!j.ranges.empty()) return j.ranges;
@@ -302,9 +310,7 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
     const TreeJob& j = jobs[ji];
     const int tr = roots[ji];
     const int channel = channels[ji];
-    std::vector<std::vector<int>> kids(n);
-    for (int r = 0; r < n; ++r)
-      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const std::vector<std::vector<int>> kids = kidsOf(j);
     const auto pieces = piecesOf(j);
     for (int r = 0; r < n; ++r) {
       plan::ChunkProgram& p = cp.programs[r];
@@ -447,9 +453,7 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
   for (size_t ji = 0; ji < upJobs.size(); ++ji) {
     const TreeJob& j = upJobs[ji];
     const int channel = upChannels[ji];
-    std::vector<std::vector<int>> kids(n);
-    for (int r = 0; r < n; ++r)
-      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const std::vector<std::vector<int>> kids = kidsOf(j);
     const auto pieces = piecesOf(j);
     for (int r = 0; r < n; ++r) {
       plan::ChunkProgram& p = cp.programs[r];
@@ -506,9 +510,7 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
     const TreeJob& j = downJobs[ji];
     const int tr = downRoots[ji];
     const int channel = downChannels[ji];
-    std::vector<std::vector<int>> kids(n);
-    for (int r = 0; r < n; ++r)
-      if (j.parent[r] >= 0) kids[j.parent[r]].push_back(r);
+    const std::vector<std::vector<int>> kids = kidsOf(j);
     const auto pieces = piecesOf(j);
     for (int r = 0; r < n; ++r) {
       plan::ChunkProgram& p = cp.programs[r];

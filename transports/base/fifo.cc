@@ -296,7 +296,6 @@ bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store s
   if (pieces > kMaxHelpPieces) return false;
   HelpBoard& b = in_.ctl->help;
   if (++offerId_ == 0) ++offerId_;
-  b.pieces = static_cast<uint32_t>(pieces);
   b.streaming = store == Store::kStreaming;
   b.pieceBytes = kHelpPieceBytes;
   b.bytes = bytes;

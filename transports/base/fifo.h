@@ -42,11 +42,10 @@ inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 // pieces straight into the receiver's destination (same address space, or a writable mapping
 // of the receiver's ncclMemAlloc'd region). Lives in the sender -> receiver direction.
 struct HelpBoard {
-  alignas(64) std::atomic<uint64_t> claim;  // (offer id << 32) | next piece to claim
+  alignas(64) std::atomic<uint64_t> claim;  // offer id, its piece count, next piece (fifo.cc)
   std::atomic<uint64_t> offer;              // the open offer's id, 0 when none; stored last
   alignas(64) std::atomic<uint32_t> helped;  // pieces the sender finished for the open offer
-  alignas(64) uint32_t pieces;
-  uint32_t streaming;                       // Store::kStreaming for the destination
+  alignas(64) uint32_t streaming;           // Store::kStreaming for the destination
   uint64_t pieceBytes;
   uint64_t bytes;
   uint64_t src;          // the message in the sender's address space
