@@ -6,6 +6,7 @@
 #include "algorithms/hierarchical/hierarchical.h"
 #include "algorithms/rhd/rhd.h"
 #include "algorithms/ring/ring.h"
+#include "algorithms/rsag/rsag.h"
 #include "algorithms/tree/tree.h"
 #include "src/common/error.h"
 
@@ -28,6 +29,7 @@ const std::vector<Algorithm>& all() {
         Collective::kAllReduce, Collective::kReduceScatter, Collective::kReduce,
         Collective::kBroadcast},
        buildDirect},
+      {"rsag", {Collective::kAllReduce, Collective::kReduceScatter}, buildRsag},
       {"hier",
        {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
        buildHierarchical},

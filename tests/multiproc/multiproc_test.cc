@@ -48,7 +48,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_tuple(2, 1, "ring"), std::make_tuple(2, 1, "tree"),
                       std::make_tuple(3, 1, "ring"), std::make_tuple(3, 1, "rhd"),
                       std::make_tuple(4, 1, "ring"), std::make_tuple(4, 1, "tree"),
-                      std::make_tuple(4, 1, "rhd"), std::make_tuple(5, 1, "ring"),
+                      std::make_tuple(4, 1, "rhd"), std::make_tuple(4, 1, "rsag"),
+                      std::make_tuple(5, 1, "ring"),
                       std::make_tuple(8, 1, "ring"), std::make_tuple(2, 2, "ring"),
                       std::make_tuple(3, 2, "tree")),
     [](const auto& info) {

@@ -100,7 +100,7 @@ std::string gridName(const ::testing::TestParamInfo<GridParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, CollectiveGrid,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8, 13, 16),
-                                            ::testing::Values("ring", "tree", "rhd", "direct")),
+                                            ::testing::Values("ring", "tree", "rhd", "direct", "rsag")),
                          gridName);
 
 }  // namespace

@@ -56,7 +56,7 @@ std::string name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, StreamingOutput,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
-                                            ::testing::Values("ring", "tree", "rhd", "direct")),
+                                            ::testing::Values("ring", "tree", "rhd", "direct", "rsag")),
                          name);
 
 }  // namespace
