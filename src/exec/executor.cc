@@ -36,6 +36,7 @@ struct Outstanding {
   uint64_t count;  // consumed(count) means the receiver is done
   const char* begin;
   const char* end;
+  int peer;
 };
 
 // Slices a lane moves before the next lane's turn, when all lanes weigh the same.
@@ -95,6 +96,23 @@ class WorkRunner {
     }
   }
 
+  // Calls f(connection, peer) for every link a lane's begun step waits on and every peer still
+  // reading our messages, until f returns false; returns whether all passed. A stalled poll
+  // names one of them only, and a peer that died on another must not go unnoticed.
+  template <class F>
+  bool everyAwaitedLink(F&& f) const {
+    for (size_t l = 0; l < lanes_->size(); ++l) {
+      const LaneState& ls = (*lanes_)[l];
+      if (!ls.begun) continue;
+      const plan::Step& s = w_->program->lanes[l].steps[ls.step];
+      if (ls.send && !f(ls.send, s.sendPeer)) return false;
+      if (ls.recv && !f(ls.recv, s.recvPeer)) return false;
+    }
+    for (const auto& o : outstanding_)
+      if (!f(o.conn, o.peer)) return false;
+    return true;
+  }
+
   // Done when every lane finished and every peer finished reading our memory.
   bool complete() { return remaining_ == 0 && drained(); }
 
@@ -123,7 +141,7 @@ class WorkRunner {
       }
     }
     if (remaining_ == 0 && !outstanding_.empty() && !drained())
-      *stall = {-1, outstanding_.front().conn, -1};
+      *stall = {-1, outstanding_.front().conn, outstanding_.front().peer};
     // Nothing else to do: help the peers that are reading our messages copy them.
     if (!progress && !outstanding_.empty() && assistReaders()) progress = true;
     return progress;
@@ -179,9 +197,10 @@ class WorkRunner {
     return false;
   }
 
-  void sendByReference(transport::Connection* conn, const char* p, size_t bytes, uint32_t tag) {
+  void sendByReference(transport::Connection* conn, int peer, const char* p, size_t bytes,
+                       uint32_t tag) {
     conn->postRemote(p, static_cast<uint32_t>(bytes), tag);
-    outstanding_.push_back({conn, conn->postedCount(), p, p + bytes});
+    outstanding_.push_back({conn, conn->postedCount(), p, p + bytes, peer});
   }
 
   // 1: progressed, kYieldLane: progressed partway through a local step, 0: blocked, -1: error.
@@ -260,7 +279,7 @@ class WorkRunner {
     const uint32_t tag = w_->laneTags[lane];
     switch (s.op) {
       case Op::kSend:
-        if (byRef) sendByReference(ls.send, ptr(s.src, d), bytes, tag);
+        if (byRef) sendByReference(ls.send, s.sendPeer, ptr(s.src, d), bytes, tag);
         else copyElements(w_->type, out, ptr(s.src, d), n, scaleFor(s.src));
         break;
       case Op::kRecv:
@@ -273,7 +292,7 @@ class WorkRunner {
       case Op::kRecvCopySend:
         // What the peer reads by reference right away is better left in cache.
         copyBytes(dst, in, bytes, byRef ? Store::kCached : storeFor(s.dst, dst, bytes));
-        if (byRef) sendByReference(ls.send, dst, bytes, tag);
+        if (byRef) sendByReference(ls.send, s.sendPeer, dst, bytes, tag);
         else std::memcpy(out, dst, bytes);
         break;
       case Op::kRecvReduceSend:
@@ -288,7 +307,7 @@ class WorkRunner {
         if (byRef) {
           reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
                  &w_->scalar);
-          sendByReference(ls.send, dst, bytes, tag);
+          sendByReference(ls.send, s.sendPeer, dst, bytes, tag);
         } else {
           reduce(w_->type, w_->op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
                  &w_->scalar);
@@ -440,28 +459,31 @@ class TaskSet {
   // A peer that poisoned the link we wait on has failed: give up now.
   bool checkPoison() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      const Stall& s = states_[i].stall;
-      if (states_[i].running && s.waitingOn && s.waitingOn->poisoned()) {
+      if (!states_[i].running) continue;
+      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int peer) {
+        if (!c->poisoned()) return true;
         error_ = {Status::kRemoteError,
-                  "rank " + std::to_string(s.peer) + " failed and abandoned the operation (" +
-                      s.waitingOn->transportName() + " link)",
+                  "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
+                      c->transportName() + " link)",
                   static_cast<int>(i)};
         return false;
-      }
+      });
+      if (failed()) return false;
     }
     return true;
   }
 
   bool checkHealth() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      const Stall& s = states_[i].stall;
-      if (!states_[i].running || !s.waitingOn) continue;
-      std::string why;
-      Status st = s.waitingOn->health(&why);
-      if (st != Status::kSuccess) {
+      if (!states_[i].running) continue;
+      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int) {
+        std::string why;
+        const Status st = c->health(&why);
+        if (st == Status::kSuccess) return true;
         error_ = {st, why, static_cast<int>(i)};
         return false;
-      }
+      });
+      if (failed()) return false;
     }
     return true;
   }

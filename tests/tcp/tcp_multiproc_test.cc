@@ -142,7 +142,12 @@ TEST(TcpTransport, OneGiBSendRecv) {
   EXPECT_EQ(codes[1], 0);
 }
 
-TEST(TcpTransport, DeadPeerIsAnErrorNotAHang) {
+// A survivor's lanes wait on several peers at once (rsag: both peers on two channels); the one
+// that died must be seen whichever lane stalled last.
+class DeadPeer : public testing::TestWithParam<const char*> {};
+
+TEST_P(DeadPeer, IsAnErrorNotAHang) {
+  const std::string algo = GetParam();
   auto start = std::chrono::steady_clock::now();
   auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int) -> int {
     if (ranks[0] == 2) _exit(0);  // leaves without a word
@@ -155,14 +160,18 @@ TEST(TcpTransport, DeadPeerIsAnErrorNotAHang) {
     ncclResult_t async;
     ncclCommGetAsyncError(comms[0], &async);
     return async == ncclRemoteError ? 0 : 2;
-  }, [](int) {
+  }, [algo](int) {
     tcpOnly();
     setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
+    if (algo != "default") setenv("NCCL_ALGO", algo.c_str(), 1);
   }, 60);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
+
+INSTANTIATE_TEST_SUITE_P(TcpTransport, DeadPeer,
+                         ::testing::Values("default", "ring", "rhd", "rsag"));
 
 TEST(TcpTransport, DeathInTheMiddleOfAStream) {
   // Rank 1 is killed while a large allreduce is in flight; rank 0 must fail, not hang.
