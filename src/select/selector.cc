@@ -154,9 +154,18 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
       break;
     case Collective::kBroadcast:
     case Collective::kReduce:
+      // On one host calls follow each other through a chain's hops, and each rank wakes one
+      // peer per call (a tree's inner ranks two), so small broadcasts go fastest along a chain.
+      if (al == "ring" && spec.coll == Collective::kBroadcast && hosts_ <= 1)
+        return 0.9 * logn * a + bytes * b * 1.05;
       if (al == "ring") return (n - 1) * a + bytes * b * 1.05;
       if (al == "tree") return logn * a + 2 * bytes * b;
-      // One round, but the root sends (or receives and adds) every copy itself.
+      // One round, but the root sends (or receives and adds) every copy itself. A broadcast on
+      // one host is the exception for large messages: every receiver copies from the root's
+      // memory itself, at once, where a chain's copies wait for each other; small ones are
+      // slower than a chain's (the root wakes every receiver: 4 ranks, 8 B-4 KiB, 1.5-4x).
+      if (al == "direct" && spec.coll == Collective::kBroadcast && hosts_ <= 1 && n > 2)
+        return 1.5 * (n - 1) * a + 0.5 * bytes * b;
       if (al == "direct") return (1 + 0.25 * (n - 1)) * a + (n - 1) * bytes * b * 1.1;
       break;
     case Collective::kAllGather:

@@ -1,0 +1,63 @@
+// The built-in selector's choices on one host, where ranks read each other's memory and a byte
+// costs the memory traffic it causes, and across hosts, where the bytes sent decide.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/select/selector.h"
+
+namespace weft::select {
+namespace {
+
+using plan::Collective;
+
+std::string pick(const Selector& s, Collective c, int n, uint64_t bytes) {
+  plan::Spec spec;
+  spec.coll = c;
+  spec.nranks = n;
+  // Allgather / reduce-scatter counts are per rank, as NCCL's.
+  const bool perRank = c == Collective::kAllGather || c == Collective::kReduceScatter;
+  spec.count = bytes / 4 / (perRank ? n : 1);
+  return s.choose(spec).algorithm;
+}
+
+TEST(Selector, OneHostLargeReductionsMoveTheLeastMemory) {
+  for (int n : {3, 4, 8}) {
+    Selector s(n, LinkModel{}, AlgoFilter(""));
+    EXPECT_EQ(pick(s, Collective::kAllReduce, n, 16 << 20), "rsag") << n;
+    EXPECT_EQ(pick(s, Collective::kReduceScatter, n, 16 << 20), "rsag") << n;
+    EXPECT_EQ(pick(s, Collective::kAllReduce, n, 8), "direct") << n;
+  }
+  // Two ranks: every algorithm moves the same bytes; the fewest messages win.
+  Selector two(2, LinkModel{}, AlgoFilter(""));
+  EXPECT_NE(pick(two, Collective::kAllReduce, 2, 16 << 20), "rsag");
+}
+
+TEST(Selector, OneHostCopiesRunAtOnce) {
+  Selector s(4, LinkModel{}, AlgoFilter(""));
+  EXPECT_EQ(pick(s, Collective::kAllGather, 4, 16 << 20), "direct");
+  EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 16 << 20), "direct");
+  // Small broadcasts go along a chain: each rank wakes one peer per call.
+  EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 8), "ring");
+  // Two ranks: the chain is the direct copy.
+  Selector two(2, LinkModel{}, AlgoFilter(""));
+  EXPECT_EQ(pick(two, Collective::kBroadcast, 2, 16 << 20), "ring");
+}
+
+TEST(Selector, AcrossHostsRsagPaysForTheSharedNetworkLink) {
+  Selector s(8, LinkModel{}, AlgoFilter(""));
+  LinkModel net;
+  net.alphaUs = 20;
+  net.betaUsPerByte = 1.0 / 1250.0;  // 10 Gbit/s
+  s.setHosts({0, 0, 0, 0, 1, 1, 1, 1}, net);
+  EXPECT_NE(pick(s, Collective::kAllReduce, 8, 64 << 20), "rsag");
+  EXPECT_NE(pick(s, Collective::kReduceScatter, 8, 64 << 20), "rsag");
+}
+
+TEST(Selector, AlgoFilterForcesRsag) {
+  Selector s(4, LinkModel{}, AlgoFilter("rsag"));
+  EXPECT_EQ(pick(s, Collective::kAllReduce, 4, 8), "rsag");
+}
+
+}  // namespace
+}  // namespace weft::select
