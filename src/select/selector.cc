@@ -143,12 +143,18 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
   const double L = maxLocal_;
   const double rsagAllReduce = hosts_ <= 1 ? (3 * n - 1) / (5 * (n - 1)) : L * (n - L) / (n - 1);
   const double rsagReduceScatter = hosts_ <= 1 ? (n + 1) / (3 * (n - 1)) : L * (n - L) / (n - 1);
+  // On one host the ring's single lane and rhd's whole-block rounds wait for their peers step by
+  // step, where rsag's sends and receives run on lanes of their own (2 ranks, 16-128 MiB: ring
+  // 5.5-6.0 busbw, rsag 6.7-7.3).
+  const double lockstep = hosts_ <= 1 ? 1.1 : 1.0;
   switch (spec.coll) {
     case Collective::kAllReduce:
       if (al == "rsag") return (1 + n) * a + 2 * (n - 1) / n * bytes * b * rsagAllReduce;
-      if (al == "ring") return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes * b;
+      if (al == "ring") return 2 * (n - 1) * a + 2 * (n - 1) / n * bytes * b * lockstep;
       if (al == "tree") return 2 * logn * a + 2 * bytes * b * 1.1;
-      if (al == "rhd") return (2 * logn + (pow2 ? 0 : 2)) * a + (2 * (n - 1) / n + (pow2 ? 0 : 2)) * bytes * b;
+      if (al == "rhd")
+        return (2 * logn + (pow2 ? 0 : 2)) * a +
+               (2 * (n - 1) / n + (pow2 ? 0 : 2)) * bytes * b * lockstep;
       // One round trip, but every rank receives and adds every input.
       if (al == "direct") return (1 + 0.25 * (n - 1)) * a + n * bytes * b;
       break;
