@@ -141,7 +141,12 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
   // decide: as many per rank as the ring's, but the host's L ranks share its network link for
   // the share (n-L)/(n-1) that leaves the host.
   const double L = maxLocal_;
-  const double rsagAllReduce = hosts_ <= 1 ? (3 * n - 1) / (5 * (n - 1)) : L * (n - L) / (n - 1);
+  // Three ranks are the exception measured on one host (2 cores): the ring's allreduce beats
+  // rsag's by 1.2x there (16 MiB busbw 3.1-3.3 against 2.5-2.8; 4, 5 and 8 ranks go the other
+  // way), so rsag counts the ring's traffic.
+  const double rsagAllReduce = hosts_ > 1    ? L * (n - L) / (n - 1)
+                               : nranks_ == 3 ? 1.1
+                                              : (3 * n - 1) / (5 * (n - 1));
   const double rsagReduceScatter = hosts_ <= 1 ? (n + 1) / (3 * (n - 1)) : L * (n - L) / (n - 1);
   // On one host the ring's single lane and rhd's whole-block rounds wait for their peers step by
   // step, where rsag's sends and receives run on lanes of their own (2 ranks, 16-128 MiB: ring

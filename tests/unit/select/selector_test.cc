@@ -22,9 +22,9 @@ std::string pick(const Selector& s, Collective c, int n, uint64_t bytes) {
 }
 
 TEST(Selector, OneHostLargeReductionsMoveTheLeastMemory) {
-  for (int n : {3, 4, 8}) {
+  for (int n : {3, 4, 5, 8}) {
     Selector s(n, LinkModel{}, AlgoFilter(""));
-    EXPECT_EQ(pick(s, Collective::kAllReduce, n, 16 << 20), "rsag") << n;
+    EXPECT_EQ(pick(s, Collective::kAllReduce, n, 16 << 20), n == 3 ? "ring" : "rsag") << n;
     EXPECT_EQ(pick(s, Collective::kReduceScatter, n, 16 << 20), "rsag") << n;
     EXPECT_EQ(pick(s, Collective::kAllReduce, n, 8), "direct") << n;
   }
