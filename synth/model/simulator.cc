@@ -292,7 +292,12 @@ class Engine {
       for (size_t i = 0; i < flows_.size(); ++i)
         flows_[i].left -= rates_[i] * kBytesPerUsPerGBs * dt;
       if (!flows_.empty())
-        for (int l : share_.usedLinks()) result_.links[l].busyUs += dt;
+        for (int l : share_.usedLinks()) {
+          LinkUsage& u = result_.links[l];
+          if (u.busyUs == 0) u.firstUs = now_;
+          u.busyUs += dt;
+          u.lastUs = t;
+        }
     }
     now_ = std::max(now_, t);
   }

@@ -49,6 +49,7 @@ struct CriticalStep {
 struct LinkUsage {
   double bytes = 0;   // bytes that crossed the link
   double busyUs = 0;  // time with at least one transfer on it
+  double firstUs = 0, lastUs = 0;  // when it was first and last busy (idle at the ends)
 };
 
 struct SimResult {

@@ -101,4 +101,69 @@ std::vector<int> minArborescence(const std::vector<std::vector<double>>& cost, i
   return parent;
 }
 
+std::vector<int> twoLevelTree(const std::vector<std::vector<double>>& cost, int root) {
+  const int n = static_cast<int>(cost.size());
+  if (root < 0 || root >= n)
+    throw Error(Status::kInvalidArgument, "two-level tree: root " + std::to_string(root) +
+                                              " is not a node of " + std::to_string(n));
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<char> hub(n, 0);
+  // Cost of the tree with the current hubs (and the parents it implies when `parent`).
+  auto evaluate = [&](std::vector<int>* parent) {
+    double total = 0;
+    for (int v = 0; v < n; ++v) {
+      if (v == root) continue;
+      if (hub[v]) {
+        total += cost[root][v];
+        if (parent) (*parent)[v] = root;
+        continue;
+      }
+      double best = cost[root][v];
+      int from = root;
+      for (int u = 0; u < n; ++u)
+        if (hub[u] && cost[u][v] < best) best = cost[u][v], from = u;
+      total += best;
+      if (parent) (*parent)[v] = from;
+    }
+    return total;
+  };
+  double current = evaluate(nullptr);
+  if (!std::isfinite(current)) current = kInf;
+  for (int iter = 0; iter < 4 * n; ++iter) {
+    double best = current;
+    int flipA = -1, flipB = -1;
+    // Add or drop one hub; where neither helps, swap a hub for a non-hub.
+    for (int a = 0; a < n; ++a) {
+      if (a == root) continue;
+      hub[a] ^= 1;
+      const double c = evaluate(nullptr);
+      if (c < best * (1 - 1e-12)) best = c, flipA = a, flipB = -1;
+      hub[a] ^= 1;
+    }
+    for (int a = 0; a < n && flipA < 0; ++a) {
+      if (a == root || hub[a]) continue;
+      hub[a] = 1;
+      for (int b = 0; b < n; ++b) {
+        if (b == root || b == a || !hub[b]) continue;
+        hub[b] = 0;
+        const double c = evaluate(nullptr);
+        if (c < best * (1 - 1e-12)) best = c, flipA = a, flipB = b;
+        hub[b] = 1;
+      }
+      hub[a] = 0;
+    }
+    if (flipA < 0) break;
+    hub[flipA] ^= 1;
+    if (flipB >= 0) hub[flipB] ^= 1;
+    current = best;
+  }
+  std::vector<int> parent(n, -1);
+  evaluate(&parent);
+  for (int v = 0; v < n; ++v)
+    if (v != root && !std::isfinite(cost[parent[v]][v]))
+      throw Error(Status::kInvalidArgument, "two-level tree: node " + std::to_string(v) +
+                                                " cannot be reached in two hops");
+  return parent;
+}
+
 }  // namespace weft::synth

@@ -10,4 +10,11 @@ namespace weft::synth {
 // weft::Error(kInvalidArgument) when no spanning arborescence exists or the matrix is not n x n.
 std::vector<int> minArborescence(const std::vector<std::vector<double>>& cost, int root);
 
+// A cheap out-tree of at most two hops: the root feeds a set of hubs, every other node hangs
+// off the root or the hub it is cheapest from; the hubs chosen by local search (add, drop or
+// swap one while that lowers the cost), an uncapacitated facility location. Not optimal in
+// general; the pricing of the packing takes it where it beats the deeper optimum's reduced
+// cost with its shorter drain.
+std::vector<int> twoLevelTree(const std::vector<std::vector<double>>& cost, int root);
+
 }  // namespace weft::synth

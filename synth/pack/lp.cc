@@ -66,14 +66,17 @@ void PackingLp::pivot(int row, int col) {
   basis_[row] = col;
 }
 
-double PackingLp::solve(int maxPivots) {
+double PackingLp::solve(int maxPivots, bool steepest) {
+  int degenerate = 0;  // pivots in a row that did not move (Bland's rule takes over after 50)
   for (int it = 0; it < maxPivots; ++it) {
     // Bland: the lowest-index improving column, then the lowest-index basic leaving variable.
+    // Steepest: the most negative reduced cost (far fewer pivots), Bland while degenerate.
     int enter = -1;
+    const bool bland = !steepest || degenerate >= 50;
     for (int j = 0; j < static_cast<int>(cols_.size()); ++j)
-      if (red_[j] < -kEps) {
+      if (red_[j] < -kEps && (enter < 0 || (!bland && red_[j] < red_[enter]))) {
         enter = j;
-        break;
+        if (bland) break;
       }
     if (enter < 0) break;
     int leave = -1;
@@ -87,6 +90,7 @@ double PackingLp::solve(int maxPivots) {
         leave = i, bestRatio = ratio;
     }
     if (leave < 0) throw Error(Status::kInvalidArgument, "packing LP: unbounded");
+    degenerate = bestRatio <= kEps ? degenerate + 1 : 0;
     pivot(leave, enter);
   }
   double obj = 0;

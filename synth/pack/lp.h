@@ -17,8 +17,9 @@ class PackingLp {
   int addColumn(double c, const std::vector<double>& a);
 
   // Pivots to an optimum (or until `maxPivots`); returns the objective value. Throws
-  // weft::Error(kInvalidArgument) when the problem is unbounded.
-  double solve(int maxPivots = 100000);
+  // weft::Error(kInvalidArgument) when the problem is unbounded. `steepest`: enter the column
+  // of the most negative reduced cost (Bland's rule only after 50 degenerate pivots in a row).
+  double solve(int maxPivots = 100000, bool steepest = false);
 
   double value(int column) const;        // the variable's value at the current basis
   std::vector<double> duals() const;     // one per row, >= 0 at an optimum

@@ -491,24 +491,46 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
   if (fineNeeded(js.pack)) {
     js.chunksPerRoot = o.fineChunksPerRank;
     const uint64_t C = perRoot(coll) ? js.chunksPerRoot * f.nranks : js.chunksPerRoot;
-    const FineJobs perTree = perTreeJobs(f, js.pack, flow, o, &js.rate);
-    js.jobs = treeJobs(js.pack, perTree, js.chunksPerRoot, perRoot(coll), o.treeSteadyPieces);
+    js.jobs = treeJobs(js.pack, perTreeJobs(f, js.pack, flow, o, &js.rate), js.chunksPerRoot,
+                       perRoot(coll), o.treeSteadyPieces);
     if (o.chooseBytes == 0 || !choose) return js;
-    // Per-tree jobs at treeSteadyPieces and twice as many pieces, the faster balanced.
+    // The packing for the rate alone and the shallow one (see shallowTrade), per-tree jobs at
+    // twice treeSteadyPieces; the faster then also at treeSteadyPieces and four times it.
     double bestUs = -1;
-    uint64_t bestSteady = o.treeSteadyPieces;
+    uint64_t bestSteady = 2 * o.treeSteadyPieces;
     SimResult bestSim;
     std::vector<std::vector<int>> bestLanes;
-    for (uint64_t steady : {o.treeSteadyPieces, 2 * o.treeSteadyPieces}) {
-      auto jobs = treeJobs(js.pack, perTree, js.chunksPerRoot, perRoot(coll), steady);
+    FineJobs perTree;
+    auto tryJobs = [&](const PackResult& pack, const FineJobs& fine, double rate, uint64_t steady) {
+      auto jobs = treeJobs(pack, fine, js.chunksPerRoot, perRoot(coll), steady);
       std::vector<std::vector<int>> lanes;
       SimResult sim = simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate", &lanes),
                                o.chooseBytes, f);
-      if (bestUs < 0 || sim.timeUs < bestUs) {
-        bestUs = sim.timeUs, bestSteady = steady, js.jobs = std::move(jobs);
-        bestSim = std::move(sim), bestLanes = std::move(lanes);
+      if (bestUs >= 0 && sim.timeUs >= bestUs) return;
+      bestUs = sim.timeUs, bestSteady = steady, js.jobs = std::move(jobs);
+      bestSim = std::move(sim), bestLanes = std::move(lanes);
+      if (&pack != &js.pack) js.pack = pack;
+      if (&fine != &perTree) perTree = fine;
+      js.rate = rate;
+    };
+    {
+      double rate = 0;
+      const FineJobs plain = perTreeJobs(f, js.pack, flow, o, &rate);
+      tryJobs(js.pack, plain, rate, 2 * o.treeSteadyPieces);
+    }
+    if (o.shallowTrade > 0 && o.pack.depthTrade != o.shallowTrade) {
+      PackOptions po = o.pack;
+      po.depthTrade = o.shallowTrade;
+      const PackResult shallow = packFor(coll, f, root, po);
+      if (fineNeeded(shallow)) {
+        double rate = 0;
+        const FineJobs fine = perTreeJobs(f, shallow, flow, o, &rate);
+        tryJobs(shallow, fine, rate, 2 * o.treeSteadyPieces);
       }
     }
+    const FineJobs chosen = perTree;
+    for (uint64_t steady : {o.treeSteadyPieces, 4 * o.treeSteadyPieces})
+      tryJobs(js.pack, chosen, js.rate, steady);
     if (o.balanceRounds > 0)
       js.jobs = balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady,
                             o.chooseBytes, o.balanceRounds, std::move(bestSim),
@@ -642,23 +664,39 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
       PackedPlan rsag = rsAgAllReduce(f, o, &rsagRate);
       return rsagRate >= trees.pack.rate * (1 - 1e-6) ? std::move(rsag) : std::move(trees);
     }
-    // The shapes race in the simulator as coarser plans (a quarter of the chunks, half the
-    // steady pieces) at a quarter of the size: a third of the events, which keeps two-node
-    // synthesis near ten seconds; the faster shape is then built at full resolution. (On
-    // dgx-a100-x2 the trees lead both at 1 GiB, 0.933 / 0.837 of the bound, and so, 0.836 /
-    // 0.734, at 256 MiB.)
+    // Races in the simulator as coarser plans (a quarter of the chunks, at a quarter of the
+    // size, which keeps two-node synthesis within tens of seconds): the trees over the packing
+    // for the rate alone and over the shallow one, then reduce-scatter + allgather over the
+    // faster packing, then the faster shape with twice the steady pieces; the winner is built
+    // at full resolution with twice its steady pieces. At 1 GiB on dgx-h100-x2 the shallow
+    // trees win (0.988 of the bound at 256 steady pieces, 0.981 at 128; the deep ones 0.939);
+    // half the steady pieces in the race picked RS + AG there (0.974).
     PackPlanOptions coarse = o;
     coarse.fineChunksPerRank = std::max<uint64_t>(64, o.fineChunksPerRank / 4);
-    coarse.treeSteadyPieces = std::max<uint64_t>(8, o.treeSteadyPieces / 2);
     const uint64_t raceBytes = std::max<uint64_t>(1, o.chooseBytes / 4);
-    const double a = simulate(treesAllReduce(f, coarse).plan, raceBytes, f).timeUs;
-    const double b = simulate(rsAgAllReduce(f, coarse).plan, raceBytes, f).timeUs;
-    // The full plan takes twice the steady pieces, as the allgather and reduce-scatter choose at
-    // 1 GiB on every fine machine (allreduce at 1 GiB: dgx-a100-x2 0.933 -> 0.947, dgx-h100-x2
-    // 0.931 -> 0.939, pcie-8gpu 0.994 -> 0.996).
+    auto build = [&](bool trees, const PackPlanOptions& po) {
+      return trees ? treesAllReduce(f, po) : rsAgAllReduce(f, po);
+    };
+    auto race = [&](bool trees, const PackPlanOptions& po) {
+      return simulate(build(trees, po).plan, raceBytes, f).timeUs;
+    };
+    double bestUs = race(true, coarse);
+    if (o.shallowTrade > 0 && o.shallowTrade != o.pack.depthTrade) {
+      PackPlanOptions shallow = coarse;
+      shallow.pack.depthTrade = o.shallowTrade;
+      const double us = race(true, shallow);
+      if (us < bestUs) bestUs = us, coarse = shallow;
+    }
+    const double rsag = race(false, coarse);
+    const bool trees = bestUs <= rsag;
+    bestUs = std::min(bestUs, rsag);
+    PackPlanOptions finer = coarse;
+    finer.treeSteadyPieces = 2 * coarse.treeSteadyPieces;
+    const bool more = race(trees, finer) < bestUs;
     PackPlanOptions full = o;
-    full.treeSteadyPieces = 2 * o.treeSteadyPieces;
-    return b < a ? rsAgAllReduce(f, full) : treesAllReduce(f, full);
+    full.pack.depthTrade = coarse.pack.depthTrade;
+    full.treeSteadyPieces = (more ? 4 : 2) * o.treeSteadyPieces;
+    return build(trees, full);
   }
   PackedPlan out;
   JobSet js = jobSet(coll, f, root, o);

@@ -39,11 +39,15 @@ struct PackPlanOptions {
   // The default layout: one job per tree, its chunks in proportion to the tree's weight, cut
   // into ramped pieces with about `treeSteadyPieces` large ones. Its lanes get the job's chunk
   // count as plan::Lane::share, so links shared by weight make the trees finish together. With
-  // chooseBytes: the faster of treeSteadyPieces and twice as many in the simulator; then, for
+  // chooseBytes: the faster in the simulator of the packing for the rate alone and the shallow
+  // one (shallowTrade) at twice treeSteadyPieces, then of that packing at 1, 2 and 4 times
+  // treeSteadyPieces; then, for
   // `balanceRounds` rounds, each root's chunks moved between its jobs by their simulated rates
   // (the fastest kept; 0 by default: +1% on dgx-h100-x2 at 64 pieces, nothing at 128, one more
   // simulation each); with `oldLayouts` the three layouts above compete too.
   uint64_t treeSteadyPieces = 64;
+  // The shallow packing's PackOptions::depthTrade (0: not raced).
+  double shallowTrade = 1e-4;
   int balanceRounds = 0;
   bool oldLayouts = false;
   AllReduceShape allReduce = AllReduceShape::kBest;

@@ -49,6 +49,74 @@ std::vector<std::vector<double>> edgeCosts(const Fabric& f, const std::vector<do
   return cost;
 }
 
+// Per tree edge u -> v: the time its last piece adds to the tree's drain, the route latency
+// (both ways for kBoth) plus hopUs.
+std::vector<std::vector<double>> hopCosts(const Fabric& f, TreeFlow flow, double hopUs) {
+  const int n = f.nranks;
+  std::vector<std::vector<double>> hop(n, std::vector<double>(n, 0.0));
+  for (int u = 0; u < n; ++u)
+    for (int v = 0; v < n; ++v) {
+      if (u == v) continue;
+      double h = hopUs;
+      if (flow != TreeFlow::kUp) h += f.routeLatencyUs(u, v);
+      if (flow != TreeFlow::kDown) h += f.routeLatencyUs(v, u);
+      hop[u][v] = h;
+    }
+  return hop;
+}
+
+// Per rank: the summed hop costs from the root (the root 0).
+std::vector<double> drains(const std::vector<int>& parent,
+                           const std::vector<std::vector<double>>& hop) {
+  const int n = static_cast<int>(parent.size());
+  std::vector<double> d(n, -1.0);
+  for (int v = 0; v < n; ++v) {
+    std::vector<int> path;
+    int x = v;
+    while (x >= 0 && d[x] < 0 && parent[x] >= 0) path.push_back(x), x = parent[x];
+    if (x >= 0 && parent[x] < 0) d[x] = 0;
+    for (auto it = path.rbegin(); it != path.rend(); ++it)
+      d[*it] = d[parent[*it]] + hop[parent[*it]][*it];
+  }
+  return d;
+}
+
+double treeDrain(const std::vector<int>& parent, const std::vector<std::vector<double>>& hop) {
+  const auto d = drains(parent, hop);
+  return *std::max_element(d.begin(), d.end());
+}
+
+// The tree re-parented towards its root where that costs nothing at the current prices: each
+// rank moves under the rank (outside its own subtree) that reaches it soonest among those whose
+// edge to it costs no more than its parent's. Edmonds breaks ties by rank order, which on a
+// switch turns equal-cost stars into chains.
+std::vector<int> shallower(const std::vector<std::vector<double>>& cost, std::vector<int> parent,
+                           const std::vector<std::vector<double>>& hop, double tol) {
+  const int n = static_cast<int>(parent.size());
+  auto inSubtree = [&](int u, int v) {  // u is v or below it
+    for (int x = u; x >= 0; x = parent[x])
+      if (x == v) return true;
+    return false;
+  };
+  for (int pass = 0; pass < n; ++pass) {
+    bool changed = false;
+    for (int v = 0; v < n; ++v) {
+      const int p = parent[v];
+      if (p < 0) continue;
+      const std::vector<double> d = drains(parent, hop);
+      double best = d[v] - 1e-9;
+      int to = -1;
+      for (int u = 0; u < n; ++u) {
+        if (u == p || u == v || cost[u][v] > cost[p][v] + tol || inSubtree(u, v)) continue;
+        if (d[u] + hop[u][v] < best) best = d[u] + hop[u][v], to = u;
+      }
+      if (to >= 0) parent[v] = to, changed = true;
+    }
+    if (!changed) break;
+  }
+  return parent;
+}
+
 void checkFabric(const Fabric& f, const std::vector<int>& roots) {
   if (f.nranks < 1) throw Error(Status::kInvalidArgument, "packing: fabric has no ranks");
   if (static_cast<int>(f.routes.size()) != f.nranks)
@@ -103,6 +171,15 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   };
   std::vector<Column> cols;
   std::map<std::pair<int, std::vector<int>>, int> seen;
+  // A tree's column costs eps times its drain: over all roots' trees (weights about the rate
+  // each) at most depthTrade of the rate, so the rate drops by at most that for shallowness.
+  const auto hop = hopCosts(f, flow, o.hopUs);
+  double maxHop = 0;
+  for (const auto& row : hop)
+    for (double h : row) maxHop = std::max(maxHop, h);
+  const double eps = o.depthTrade > 0 && maxHop > 0
+                         ? o.depthTrade / (R * (f.nranks - 1) * maxHop)
+                         : 0.0;
   // Adds a tree unless it is there already; returns its position in `cols` and whether it is new.
   auto addTree = [&](int ri, std::vector<int> parent) -> std::pair<size_t, bool> {
     auto it = seen.find({ri, parent});
@@ -111,7 +188,7 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
     std::vector<double> a(R + L, 0.0);
     a[ri] = -1;
     for (int l = 0; l < L; ++l) a[R + l] = uses[l];
-    const int idx = lp.addColumn(0.0, a);
+    const int idx = lp.addColumn(eps > 0 ? -eps * treeDrain(parent, hop) : 0.0, a);
     seen[{ri, parent}] = static_cast<int>(cols.size());
     cols.push_back({ri, std::move(parent), idx});
     return {cols.size() - 1, true};
@@ -145,22 +222,38 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
     }
   }
 
-  double value = 0;
   while (true) {
-    value = lp.solve();
+    lp.solve(100000, eps > 0);  // the drain costs make Bland's rule slow
     const std::vector<double> y = lp.duals();
     for (int l = 0; l < L; ++l) price[l] = std::max(0.0, y[R + l]);  // round-off
     const auto cost = edgeCosts(f, price, flow);
-    // Reduced cost of a tree of root r: z_r - (its links' prices). Add every improving tree.
+    // Reduced cost of a tree of root r: z_r - (its links' prices) - eps * drain. Add every
+    // improving tree (the cheapest, or its shallower equal-cost form where that is better).
+    double maxCost = 0;
+    for (const auto& row : cost)
+      for (double c : row)
+        if (std::isfinite(c)) maxCost = std::max(maxCost, c);
     bool added = false;
     for (int ri = 0; ri < R; ++ri) {
+      auto reduced = [&](const std::vector<int>& par) {
+        double c = 0;
+        for (int v = 0; v < f.nranks; ++v)
+          if (par[v] >= 0) c += cost[par[v]][v];
+        return y[ri] - c - (eps > 0 ? eps * treeDrain(par, hop) : 0.0);
+      };
+      const double tol = o.tolerance * std::max(1.0, y[ri]);
+      auto offer = [&](std::vector<int> par) {
+        if (reduced(par) > tol && static_cast<int>(cols.size()) < o.maxColumns)
+          added |= addTree(ri, std::move(par)).second;
+      };
       std::vector<int> parent = minArborescence(cost, roots[ri]);
-      double c = 0;
-      for (int v = 0; v < f.nranks; ++v)
-        if (parent[v] >= 0) c += cost[parent[v]][v];
-      if (y[ri] - c > o.tolerance * std::max(1.0, y[ri]) &&
-          static_cast<int>(cols.size()) < o.maxColumns)
-        added |= addTree(ri, std::move(parent)).second;
+      if (eps > 0) {
+        std::vector<int> flat = shallower(cost, parent, hop, 1e-9 * maxCost);
+        if (reduced(flat) >= reduced(parent)) parent = std::move(flat);
+        // A two-hop tree may price a little above the optimum and still drain much sooner.
+        offer(twoLevelTree(cost, roots[ri]));
+      }
+      offer(std::move(parent));
     }
     if (!added) {
       // Optimal unless the budget stopped the search.
@@ -168,7 +261,7 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
       break;
     }
   }
-  result.rate = value;
+  const double lambda = lp.value(0);  // the rate (the objective also holds the drain costs)
   result.columns = static_cast<int>(cols.size());
   // Where the ring chains alone reach the optimum, prefer them: every root splits its data
   // over the rings in proportion to ring bandwidth, as ring schedules do, so the trees are few,
@@ -189,17 +282,18 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
       if (load[l] > 0) scale = std::min(scale, f.links[l].bw / load[l]);
     double ringRate = 0;
     for (double bw : ringBw) ringRate += bw * scale;
-    if (ringRate >= value * (1 - 1e-9))
+    if (ringRate >= lambda * (1 - 1e-9))
       for (size_t c = 0; c < cols.size(); ++c) weight[c] = unit[c] * scale;
   }
+  result.rate = lambda;
   std::vector<double> perRoot(R, 0.0);
   for (size_t c = 0; c < cols.size(); ++c) perRoot[cols[c].rootIndex] += weight[c];
   for (size_t ci = 0; ci < cols.size(); ++ci) {
     const Column& c = cols[ci];
     const double w = weight[ci];
     // A root may get more than the common rate; scale its trees down to exactly the rate.
-    if (w > value * 1e-9)
-      result.trees.push_back({roots[c.rootIndex], c.parent, w * value / perRoot[c.rootIndex]});
+    if (w > lambda * 1e-9)
+      result.trees.push_back({roots[c.rootIndex], c.parent, w * lambda / perRoot[c.rootIndex]});
   }
   std::stable_sort(result.trees.begin(), result.trees.end(),
                    [](const PackedTree& a, const PackedTree& b) {

@@ -32,6 +32,16 @@ struct PackOptions {
   int maxColumns = 2000;     // trees the column generation may add (its budget)
   double tolerance = 1e-7;   // relative optimality gap at which to stop
   bool seedWithRings = true; // start from chains along searchRings() rings too
+  // Shallow trees among (near-)optimal packings: a tree's column costs its drain (the summed
+  // route latencies plus `hopUs` per hop from its root to its farthest rank) times a factor
+  // that lets the rate drop by at most `depthTrade` (relative) for shallower trees; pricing
+  // also offers each tree re-parented towards its root where that costs nothing at the current
+  // prices (Edmonds breaks ties by rank order, which turns equal-cost stars into chains) and a
+  // cheap tree of two hops. The last piece of a tree crosses every hop after its root sent it,
+  // so deep trees (chains of 15 hops on two-node machines) end a collective late. 0: the rate
+  // alone (column generation is then several times faster).
+  double depthTrade = 0;
+  double hopUs = 1.0;
 };
 
 struct PackResult {

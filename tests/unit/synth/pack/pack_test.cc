@@ -164,6 +164,37 @@ TEST(Pack, SwitchedAndMultiHostMachinesReachTheirCutBounds) {
   }
 }
 
+// Deepest rank of a tree, in hops.
+int hops(const std::vector<int>& parent) {
+  int most = 0;
+  for (size_t v = 0; v < parent.size(); ++v) {
+    int k = 0;
+    for (int u = static_cast<int>(v); parent[u] >= 0; u = parent[u]) ++k;
+    most = std::max(most, k);
+  }
+  return most;
+}
+
+// With drain costs (PackOptions::depthTrade) the two-node packing keeps the cut rate and drops
+// the chains of the ring seeds (15 hops, two crossings of the network) for trees of two or
+// three hops: the root feeds its node and one or two GPUs of the other, which feed theirs.
+TEST(Pack, DrainCostsGiveShallowTreesAtTheCutRate) {
+  const Fabric f = goldenFabric("dgx-h100-x2");
+  const double cut = allGatherCutRate(f);
+  PackOptions shallow;
+  shallow.depthTrade = 1e-4;
+  for (Collective c : {Collective::kAllGather, Collective::kReduceScatter}) {
+    const PackResult deep = packFor(c, f, 0);
+    const PackResult flat = packFor(c, f, 0, shallow);
+    EXPECT_NEAR(flat.rate, cut, 1e-4 * cut);
+    int deepest = 0, flattest = 0;
+    for (const PackedTree& t : deep.trees) deepest = std::max(deepest, hops(t.parent));
+    for (const PackedTree& t : flat.trees) flattest = std::max(flattest, hops(t.parent));
+    EXPECT_EQ(deepest, 15) << plan::collectiveName(c);
+    EXPECT_LE(flattest, 3) << plan::collectiveName(c);
+  }
+}
+
 // Unevenly weighted, deep packings in the event simulator at 1 GiB: one job per tree, its
 // lanes sharing links by the job's data (plan::Lane::share), in ramped pieces. With links
 // shared per transfer instead (laneShares off) the same plans lose 10-16%; the earlier layouts

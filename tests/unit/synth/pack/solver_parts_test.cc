@@ -56,6 +56,32 @@ TEST(Arborescence, RejectsUnreachableNodes) {
   EXPECT_THROW(minArborescence({{0, 1}, {1, 0}}, 2), Error);
 }
 
+// The two-hop tree: a spanning tree of depth <= 2 at most as costly as the star, and on a
+// switch-like matrix (root edges dear, one cheap hub) it takes the hub.
+TEST(Arborescence, TwoLevelTreeIsShallowAndNoDearerThanTheStar) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> w(1, 9);
+  const int n = 7;
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<std::vector<double>> cost(n, std::vector<double>(n, 0));
+    for (auto& row : cost)
+      for (double& c : row) c = w(rng);
+    const int root = trial % n;
+    const auto got = twoLevelTree(cost, root);
+    ASSERT_EQ(treeRoot(got), root);
+    std::vector<int> star(n, root);
+    star[root] = -1;
+    EXPECT_LE(treeCost(cost, got), treeCost(cost, star));
+    EXPECT_GE(treeCost(cost, got), treeCost(cost, minArborescence(cost, root)) - 1e-12);
+    for (int v = 0; v < n; ++v)
+      if (got[v] >= 0) EXPECT_TRUE(got[v] == root || got[got[v]] == root) << "trial " << trial;
+  }
+  std::vector<std::vector<double>> hub(5, std::vector<double>(5, 1));
+  for (int v = 2; v < 5; ++v) hub[0][v] = 10;
+  EXPECT_EQ(twoLevelTree(hub, 0), (std::vector<int>{-1, 0, 1, 1, 1}));
+  EXPECT_THROW(twoLevelTree(hub, 5), Error);
+}
+
 TEST(PackingLp, SolvesAndReportsDuals) {
   // max x + y  s.t.  x <= 2, y <= 3, x + y <= 4.
   PackingLp lp({2, 3, 4});
@@ -71,6 +97,11 @@ TEST(PackingLp, SolvesAndReportsDuals) {
   EXPECT_NEAR(lp.solve(), 8, 1e-12);
   EXPECT_NEAR(lp.value(z), 4, 1e-12);
   EXPECT_THROW(PackingLp({-1}), Error);
+  // Steepest-edge entering reaches the same optimum.
+  PackingLp steep({2, 3, 4});
+  steep.addColumn(1, {1, 0, 1});
+  steep.addColumn(2, {0, 1, 1});
+  EXPECT_NEAR(steep.solve(100000, true), 7, 1e-12);
   PackingLp unbounded({1});
   unbounded.addColumn(1, {0});
   EXPECT_THROW(unbounded.solve(), Error);
