@@ -317,7 +317,7 @@ std::vector<TreeJob> treeJobs(const PackResult& pack, const FineJobs& fine, uint
       j.parent = pack.trees[fj.tree].parent;
       j.first = at;
       j.count = fj.count;
-      j.pieceSizes = rampedPieces(fj.count, steadyPieces);
+      j.pieceSizes = rampedPieces(fj.count, steadyPieces, true);
       at += fj.count;
       jobs.push_back(std::move(j));
     }
@@ -494,8 +494,10 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
     js.jobs = treeJobs(js.pack, perTreeJobs(f, js.pack, flow, o, &js.rate), js.chunksPerRoot,
                        perRoot(coll), o.treeSteadyPieces);
     if (o.chooseBytes == 0 || !choose) return js;
-    // The packing for the rate alone and the shallow one (see shallowTrade), per-tree jobs at
-    // twice treeSteadyPieces; the faster then also at treeSteadyPieces and four times it.
+    // The packing for the rate alone and the shallow ones (depthTrade shallowTrade and ten
+    // times it: which optimal vertex the LP lands on moves the result by up to 0.5%), per-tree
+    // jobs at twice treeSteadyPieces; the fastest then with twice as many pieces while that
+    // gains, else with treeSteadyPieces.
     double bestUs = -1;
     uint64_t bestSteady = 2 * o.treeSteadyPieces;
     SimResult bestSim;
@@ -506,31 +508,36 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
       std::vector<std::vector<int>> lanes;
       SimResult sim = simulate(forestPlan(coll, f.nranks, root, C, jobs, "candidate", &lanes),
                                o.chooseBytes, f);
-      if (bestUs >= 0 && sim.timeUs >= bestUs) return;
+      if (bestUs >= 0 && sim.timeUs >= bestUs) return false;
       bestUs = sim.timeUs, bestSteady = steady, js.jobs = std::move(jobs);
       bestSim = std::move(sim), bestLanes = std::move(lanes);
       if (&pack != &js.pack) js.pack = pack;
       if (&fine != &perTree) perTree = fine;
       js.rate = rate;
+      return true;
     };
     {
       double rate = 0;
       const FineJobs plain = perTreeJobs(f, js.pack, flow, o, &rate);
       tryJobs(js.pack, plain, rate, 2 * o.treeSteadyPieces);
     }
-    if (o.shallowTrade > 0 && o.pack.depthTrade != o.shallowTrade) {
+    for (double trade : {o.shallowTrade, 10 * o.shallowTrade}) {
+      if (trade <= 0 || trade == o.pack.depthTrade) continue;
       PackOptions po = o.pack;
-      po.depthTrade = o.shallowTrade;
+      po.depthTrade = trade;
       const PackResult shallow = packFor(coll, f, root, po);
-      if (fineNeeded(shallow)) {
-        double rate = 0;
-        const FineJobs fine = perTreeJobs(f, shallow, flow, o, &rate);
-        tryJobs(shallow, fine, rate, 2 * o.treeSteadyPieces);
-      }
+      if (!fineNeeded(shallow)) continue;
+      double rate = 0;
+      const FineJobs fine = perTreeJobs(f, shallow, flow, o, &rate);
+      tryJobs(shallow, fine, rate, 2 * o.treeSteadyPieces);
     }
     const FineJobs chosen = perTree;
-    for (uint64_t steady : {o.treeSteadyPieces, 4 * o.treeSteadyPieces})
-      tryJobs(js.pack, chosen, js.rate, steady);
+    uint64_t steady = 4 * o.treeSteadyPieces;
+    if (!tryJobs(js.pack, chosen, js.rate, steady))
+      tryJobs(js.pack, chosen, js.rate, o.treeSteadyPieces);
+    else
+      while (steady < 16 * o.treeSteadyPieces && tryJobs(js.pack, chosen, js.rate, 2 * steady))
+        steady *= 2;
     if (o.balanceRounds > 0)
       js.jobs = balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady,
                             o.chooseBytes, o.balanceRounds, std::move(bestSim),
@@ -681,9 +688,11 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
       return simulate(build(trees, po).plan, raceBytes, f).timeUs;
     };
     double bestUs = race(true, coarse);
-    if (o.shallowTrade > 0 && o.shallowTrade != o.pack.depthTrade) {
-      PackPlanOptions shallow = coarse;
-      shallow.pack.depthTrade = o.shallowTrade;
+    const PackPlanOptions plain = coarse;
+    for (double trade : {o.shallowTrade, 10 * o.shallowTrade}) {
+      if (trade <= 0 || trade == o.pack.depthTrade) continue;
+      PackPlanOptions shallow = plain;
+      shallow.pack.depthTrade = trade;
       const double us = race(true, shallow);
       if (us < bestUs) bestUs = us, coarse = shallow;
     }

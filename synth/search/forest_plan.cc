@@ -190,9 +190,10 @@ std::vector<StepRef> latestPerLane(const std::vector<StepRef>& deps) {
 
 }  // namespace
 
-std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady) {
+std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady, bool roundUp) {
   steady = std::max<uint64_t>(1, steady);
-  const uint64_t big = std::max<uint64_t>(1, count / (steady + 2));
+  const uint64_t big =
+      std::max<uint64_t>(1, (count + (roundUp ? steady + 1 : 0)) / (steady + 2));
   std::vector<uint64_t> head, tail;
   uint64_t left = count;
   // Doubling ramps at both ends while they fit.

@@ -34,7 +34,11 @@ struct TreeJob {
 
 // Piece sizes for `count` chunks: doubling from 1 up to about count / steady, `steady` pieces of
 // that size, then halving back to 1 (store-and-forward hops wait for one small piece only).
-std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady);
+// `roundUp`: the large size rounded up, so there are at most about `steady` pieces even where
+// they are a chunk or two (rounded down, a job of fewer than 2 x steady chunks gets a piece per
+// chunk: on dgx-h100-x2 at 512 steady pieces such pieces crossed the network's 14 us eight
+// FIFO slots at a time).
+std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady, bool roundUp = false);
 
 // The root of a parent array, or -1 when it is not a spanning tree (one root, no cycles).
 int treeRoot(const std::vector<int>& parent);
