@@ -536,7 +536,7 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
     if (!tryJobs(js.pack, chosen, js.rate, steady))
       tryJobs(js.pack, chosen, js.rate, o.treeSteadyPieces);
     else
-      while (steady < 16 * o.treeSteadyPieces && tryJobs(js.pack, chosen, js.rate, 2 * steady))
+      while (steady < 8 * o.treeSteadyPieces && tryJobs(js.pack, chosen, js.rate, 2 * steady))
         steady *= 2;
     if (o.balanceRounds > 0)
       js.jobs = balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady,
