@@ -560,7 +560,7 @@ def goals_lines(by, mem_rows, colls, ranks):
             bound = copy2 / 5
             share = [(size, w["busbw"] / bound) for size in sorted({r["bytes"] for r in rows})
                      if size >= 16 * MI for w in [weft_at(rows, size)] if w]
-            lines.append(goal_line("2 ranks, allreduce >= 16M at >= 70% of the memory bound "
+            lines.append(goal_line("2 ranks, allreduce >= 16M at >= 70%% of the memory bound "
                                    "(%.2f GB/s)" % bound, share, 0.70, "%.2f"))
     if ("allreduce", 4) in by:
         rows = by[("allreduce", 4)]
