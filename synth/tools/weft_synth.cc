@@ -53,7 +53,8 @@ const char* kUsage =
     "  --rates NAME       link rates: nominal (default) or nccl\n"
     "  --out PREFIX       write PREFIX.xml (MSCCL XML) and PREFIX.txt (readable plan)\n"
     "  --dot FILE         write a Graphviz picture of the plan\n"
-    "  --timeout SEC      exact: per solver call (default 30)\n";
+    "  --timeout SEC      exact: per solver call (default 30)\n"
+    "  --choose SIZE      compare the methods and tune pack at SIZE (default: the largest size)\n";
 
 [[noreturn]] void usageError(const std::string& message) {
   throw Error(Status::kInvalidArgument, message);
@@ -192,6 +193,7 @@ struct Args {
   std::vector<uint64_t> sizes = parseSizes("1K:1G");
   int ranks = 0, root = 0;
   double timeout = 30;
+  uint64_t choose = 0;  // size the methods are compared and pack tuned at; 0: the largest size
 };
 
 Args parseArgs(int argc, char** argv, bool* help) {
@@ -214,6 +216,7 @@ Args parseArgs(int argc, char** argv, bool* help) {
     else if (flag == "--out") a.out = value();
     else if (flag == "--dot") a.dot = value();
     else if (flag == "--timeout") a.timeout = std::atof(value().c_str());
+    else if (flag == "--choose") a.choose = parseBytes(value());
     else usageError("unknown argument '" + flag + "'");
   }
   if (*help) return a;
@@ -256,13 +259,14 @@ int run(int argc, char** argv) {
   all.allLinks = true;
   const synth::Fabric machine = synth::fabricFromTopology(topology, all);
   const int n = fabric.nranks;
-  const uint64_t largest = args.sizes.back();
+  // Methods race (and pack tunes its pieces) at one size: --choose, else the largest.
+  const uint64_t chooseAt = args.choose ? args.choose : args.sizes.back();
   std::cout << "# weft-synth " << weft::plan::collectiveName(coll) << " on " << args.topo << ": "
             << n << " ranks";
   if (!args.gpus.empty()) std::cout << " (gpus " << args.gpus << ")";
   std::cout << "\n";
 
-  // Synthesis: one method, or every method and the fastest at the largest size.
+  // Synthesis: one method, or every method and the fastest at the size chosen at.
   std::vector<std::string> methods;
   if (args.method == "best") {
     methods = {"ring", "pack"};
@@ -287,7 +291,7 @@ int run(int argc, char** argv) {
       } else {
         synth::Method method;
         synth::parseMethod(m, &method);
-        cp = synth::synthesize(method, coll, fabric, args.root, largest);
+        cp = synth::synthesize(method, coll, fabric, args.root, chooseAt);
       }
     } catch (const Error& e) {
       if (methods.size() == 1) throw;
@@ -295,9 +299,9 @@ int run(int argc, char** argv) {
       continue;
     }
     const double seconds = secondsSince(t0);
-    const double us = synth::simulate(cp, largest, fabric).timeUs;
+    const double us = synth::simulate(cp, chooseAt, fabric).timeUs;
     if (methods.size() > 1)
-      std::cout << "# method " << m << ": " << us << " us at " << human(largest)
+      std::cout << "# method " << m << ": " << us << " us at " << human(chooseAt)
                 << ", synthesis " << seconds << " s\n";
     if (us < chosenUs) {
       chosen = std::move(cp);
@@ -311,8 +315,8 @@ int run(int argc, char** argv) {
   std::cout << "# plan " << chosen.name << " (method " << chosenMethod << "): "
             << chosen.chunksPerLoop << " chunks per loop; synthesis " << chosenSeconds
             << " s, with the choice " << secondsSince(tAll) << " s\n";
-  const synth::Bound machineBound = synth::lowerBound(coll, machine, largest, args.root);
-  std::cout << "# bound: " << synth::lowerBound(coll, fabric, largest, args.root).describe()
+  const synth::Bound machineBound = synth::lowerBound(coll, machine, chooseAt, args.root);
+  std::cout << "# bound: " << synth::lowerBound(coll, fabric, chooseAt, args.root).describe()
             << "\n# machine bound (every physical link): " << machineBound.describe() << "\n";
 
   if (!args.out.empty()) {

@@ -148,6 +148,16 @@ TEST_F(SynthTool, ExactMethodWhereZ3IsBuilt) {
 #endif
 }
 
+// --choose races the methods at its size, not at the largest row.
+TEST_F(SynthTool, ChooseSetsTheSizeTheMethodsRaceAt) {
+  const ToolRun r = run("--topo " + topo("dgx1-v100.xml") + " --coll allgather --sizes 64M:256M" +
+                        " --choose 1M");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("us at 1M"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("us at 256M"), std::string::npos) << r.out;
+  EXPECT_GE(row(r.out, 256ull << 20).size(), 6u) << r.out;
+}
+
 TEST_F(SynthTool, BadArgumentsExitTwoWithAMessage) {
   const std::string dgx1 = topo("dgx1-v100.xml");
   struct Case {
@@ -166,6 +176,7 @@ TEST_F(SynthTool, BadArgumentsExitTwoWithAMessage) {
       {"--topo " + dgx1 + " --coll allgather --ranks 4", "--ranks is for machines without GPUs"},
       {"--topo " + topo("build-vm.xml") + " --coll allgather --gpus 0,1", "has no GPUs"},
       {"--topo " + dgx1 + " --coll allgather --frobnicate", "unknown argument '--frobnicate'"},
+      {"--topo " + dgx1 + " --coll allgather --choose 3X", "unknown suffix"},
   };
   for (const Case& c : cases) {
     const ToolRun r = run(c.args);
