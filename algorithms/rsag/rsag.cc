@@ -66,12 +66,14 @@ Plan build(const Spec& spec, const Options& o) {
   const int n = spec.nranks;
   // Channel parts split every block alike (reduce-scatter: each rank's count).
   const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
+  std::vector<Layout> layouts;  // per channel part, the same for every rank
+  for (int c = 0; c < o.channels; ++c) layouts.push_back(layout(spec, o, parts[c], parts[c + 1]));
   for (int r = 0; r < n; ++r) {
     Program& p = plan.programs[r];
     uint64_t scratch = 0;
     for (int c = 0; c < o.channels; ++c) {
       if (parts[c + 1] == parts[c]) continue;
-      const Layout l = layout(spec, o, parts[c], parts[c + 1]);
+      const Layout& l = layouts[c];
       const Block& mine = l.blocks[r];
       const int rsSend = addLane(p, 2 * c), rsRecv = addLane(p, 2 * c);
       const int agSend = allReduce ? addLane(p, 2 * c + 1) : -1;

@@ -140,18 +140,20 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
   // 5(n-1) for ring and rhd; reduce-scatter n+1 against 3(n-1)). Across hosts the bytes sent
   // decide: as many per rank as the ring's, but the host's L ranks share its network link for
   // the share (n-L)/(n-1) that leaves the host.
-  const double L = maxLocal_;
+  const bool oneHost = hosts_ <= 1;
+  const double L = maxLocal_, leavesHost = L * (n - L) / (n - 1);
   // Three ranks are the exception measured on one host (2 cores): the ring's allreduce beats
   // rsag's by 1.2x there (16 MiB busbw 3.1-3.3 against 2.5-2.8; 4, 5 and 8 ranks go the other
   // way), so rsag counts the ring's traffic.
-  const double rsagAllReduce = hosts_ > 1    ? L * (n - L) / (n - 1)
+  const double rsagAllReduce = !oneHost        ? leavesHost
                                : nranks_ == 3 ? 1.1
                                               : (3 * n - 1) / (5 * (n - 1));
-  const double rsagReduceScatter = hosts_ <= 1 ? (n + 1) / (3 * (n - 1)) : L * (n - L) / (n - 1);
+  const double rsagReduceScatter = oneHost ? (n + 1) / (3 * (n - 1)) : leavesHost;
   // On one host the ring's single lane and rhd's whole-block rounds wait for their peers step by
   // step, where rsag's sends and receives run on lanes of their own (2 ranks, 16-128 MiB: ring
   // 5.5-6.0 busbw, rsag 6.7-7.3).
-  const double lockstep = hosts_ <= 1 ? 1.1 : 1.0;
+  const double lockstep = oneHost ? 1.1 : 1.0;
+  const bool broadcast = spec.coll == Collective::kBroadcast;
   switch (spec.coll) {
     case Collective::kAllReduce:
       if (al == "rsag") return (1 + n) * a + 2 * (n - 1) / n * bytes * b * rsagAllReduce;
@@ -167,7 +169,7 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
     case Collective::kReduce:
       // On one host calls follow each other through a chain's hops, and each rank wakes one
       // peer per call (a tree's inner ranks two), so small broadcasts go fastest along a chain.
-      if (al == "ring" && spec.coll == Collective::kBroadcast && hosts_ <= 1)
+      if (al == "ring" && broadcast && oneHost)
         return 0.9 * logn * a + bytes * b * 1.05;
       if (al == "ring") return (n - 1) * a + bytes * b * 1.05;
       if (al == "tree") return logn * a + 2 * bytes * b;
@@ -175,7 +177,7 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
       // one host is the exception for large messages: every receiver copies from the root's
       // memory itself, at once, where a chain's copies wait for each other; small ones are
       // slower than a chain's (the root wakes every receiver: 4 ranks, 8 B-4 KiB, 1.5-4x).
-      if (al == "direct" && spec.coll == Collective::kBroadcast && hosts_ <= 1 && n > 2)
+      if (al == "direct" && broadcast && oneHost && n > 2)
         return 1.5 * (n - 1) * a + 0.5 * bytes * b;
       if (al == "direct") return (1 + 0.25 * (n - 1)) * a + (n - 1) * bytes * b * 1.1;
       break;
@@ -190,7 +192,7 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
       if (al == "direct")
         return std::min((n - 1) * 0.7, 1 + 0.25 * (n - 1)) * a +
                (n - 1) * bytes * b *
-                   (spec.coll == Collective::kReduceScatter ? 1.3 : hosts_ <= 1 ? 0.9 : 1.1);
+                   (spec.coll == Collective::kReduceScatter ? 1.3 : oneHost ? 0.9 : 1.1);
       break;
     default:
       return (n - 1) * a + (n - 1) * bytes * b;

@@ -658,7 +658,7 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
     out.pack = packFor(coll, f, root, o.pack);
     out.chunksPerRoot = 1;
     out.roundedRate = out.pack.rate;
-    out.plan = forestPlan(coll, 1, root, 1, {TreeJob{{-1}, 0, 1, 0, {}}},
+    out.plan = forestPlan(coll, 1, root, 1, {TreeJob{{-1}, 0, 1, 0, {}, {}}},
                           std::string("pack-") + plan::collectiveName(coll));
     return out;
   }

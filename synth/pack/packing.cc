@@ -98,19 +98,23 @@ std::vector<int> shallower(const std::vector<std::vector<double>>& cost, std::ve
       if (x == v) return true;
     return false;
   };
+  std::vector<double> d = drains(parent, hop);
   for (int pass = 0; pass < n; ++pass) {
     bool changed = false;
     for (int v = 0; v < n; ++v) {
       const int p = parent[v];
       if (p < 0) continue;
-      const std::vector<double> d = drains(parent, hop);
       double best = d[v] - 1e-9;
       int to = -1;
       for (int u = 0; u < n; ++u) {
         if (u == p || u == v || cost[u][v] > cost[p][v] + tol || inSubtree(u, v)) continue;
         if (d[u] + hop[u][v] < best) best = d[u] + hop[u][v], to = u;
       }
-      if (to >= 0) parent[v] = to, changed = true;
+      if (to >= 0) {
+        parent[v] = to;
+        changed = true;
+        d = drains(parent, hop);  // v's subtree drains sooner now
+      }
     }
     if (!changed) break;
   }
