@@ -426,6 +426,15 @@ PackResult packFor(Collective coll, const Fabric& f, int root, const PackOptions
 
 namespace {
 
+// The depth prices raced beside the packing's own: shallowTrade and ten times it (which optimal
+// vertex the LP lands on moves the result by up to 0.5%).
+std::vector<double> shallowTrades(const PackPlanOptions& o) {
+  std::vector<double> out;
+  for (double t : {o.shallowTrade, 10 * o.shallowTrade})
+    if (t > 0 && t != o.pack.depthTrade) out.push_back(t);
+  return out;
+}
+
 // The jobs of one packing (chunk ranges per root for per-root collectives), before forestPlan.
 struct JobSet {
   PackResult pack;
@@ -521,8 +530,7 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
       const FineJobs plain = perTreeJobs(f, js.pack, flow, o, &rate);
       tryJobs(js.pack, plain, rate, 2 * o.treeSteadyPieces);
     }
-    for (double trade : {o.shallowTrade, 10 * o.shallowTrade}) {
-      if (trade <= 0 || trade == o.pack.depthTrade) continue;
+    for (double trade : shallowTrades(o)) {
       PackOptions po = o.pack;
       po.depthTrade = trade;
       const PackResult shallow = packFor(coll, f, root, po);
@@ -689,8 +697,7 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
     };
     double bestUs = race(true, coarse);
     const PackPlanOptions plain = coarse;
-    for (double trade : {o.shallowTrade, 10 * o.shallowTrade}) {
-      if (trade <= 0 || trade == o.pack.depthTrade) continue;
+    for (double trade : shallowTrades(o)) {
       PackPlanOptions shallow = plain;
       shallow.pack.depthTrade = trade;
       const double us = race(true, shallow);
