@@ -3,4 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/build.sh
-ctest --test-dir build --output-on-failure -j "${CTEST_JOBS:-2}" "$@"
+if ! ctest --test-dir build --output-on-failure -j "${CTEST_JOBS:-2}" "$@"; then
+  # The failures' own output again, last, where a log's tail shows it.
+  echo "=== failed tests, run again one at a time ==="
+  ctest --test-dir build --rerun-failed --output-on-failure -j 1 || true
+  exit 1
+fi

@@ -3,7 +3,7 @@
 // inside a host, tcp between hosts, hierarchical algorithms), IPv6, a 1 GiB message, and a peer
 // that dies.
 #include <gtest/gtest.h>
-#include <ifaddrs.h>
+#include <sys/socket.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
@@ -93,20 +93,29 @@ INSTANTIATE_TEST_SUITE_P(
              (l.interleaved ? "_interleaved" : "");
     });
 
+// ::1 listed is not enough (containers may list it with IPv6 switched off): a socket must bind,
+// listen and be connected to there.
 bool haveIpv6Loopback() {
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (ifaddrs* i = list; i; i = i->ifa_next)
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6 &&
-        IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr))
-      found = true;
-  freeifaddrs(list);
-  return found;
+  int server = socket(AF_INET6, SOCK_STREAM, 0);
+  if (server < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  socklen_t len = sizeof(addr);
+  bool ok = bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+            listen(server, 1) == 0 &&
+            getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (ok) {
+    int client = socket(AF_INET6, SOCK_STREAM, 0);
+    ok = client >= 0 && connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    if (client >= 0) close(client);
+  }
+  close(server);
+  return ok;
 }
 
 TEST(TcpTransport, Ipv6Loopback) {
-  if (!haveIpv6Loopback()) GTEST_SKIP() << "no ::1 on this machine";
+  if (!haveIpv6Loopback()) GTEST_SKIP() << "no usable ::1 here (no IPv6 socket binds and connects there)";
   auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int n) {
     for (size_t count : {size_t(1), size_t(100003)}) {
       std::vector<float> a(count, float(ranks[0] + 1)), b(count);
