@@ -510,6 +510,80 @@ def all_bounds_lines(by, mem_rows, colls, ranks):
     return lines
 
 
+# Collectives whose ranks only copy: every rank writes N bytes of output, each read from some
+# input. At most the machine's copy rate at the same footprint (mem_bench copyat), so busbw <=
+# factor x N / (n N / copy rate). An allgather that reads each input once and writes it into
+# every output (loads N, stores n N in all) can pass this ceiling; an alltoall cannot (each of its
+# n N bytes is read once and written once, whatever the algorithm).
+COPY_COLLS = ("allgather", "alltoall")
+
+
+def copy_at(mem_rows, footprint):
+    """Best 2-thread copy rate (GB/s copied) at the smallest measured footprint >= `footprint`
+    (the largest measured one beyond that); None without copyat rows."""
+    rates = {}
+    for r in mem_rows:
+        if r["test"] == "copyat":
+            f = int(r["bytes"])
+            rates[f] = max(rates.get(f, 0.0), float(r["copy_GBps"]))
+    if not rates:
+        return None
+    fits = [f for f in rates if f >= footprint]
+    return rates[min(fits) if fits else max(rates)]
+
+
+def copy_ceiling(mem_rows, coll, n, size):
+    """Highest busbw of `coll` on n ranks at `size` when copying runs at the machine's 2-thread
+    copy rate: each rank copies `size` bytes (its footprint: read `size`, write `size`), n / 2
+    ranks per core."""
+    rate = copy_at(mem_rows, size * max(1, n // 2))
+    return None if rate is None else BUSBW_FACTOR[coll](n) * rate / n
+
+
+def copy_ceiling_lines(by, mem_rows, colls, ranks):
+    lines = ["## Copy ceilings, allgather and alltoall (sizes >= 1M)",
+             "ceiling busbw = busbw factor x copy rate / n: every rank copies N bytes, at the 2-thread",
+             "copy rate mem_bench measures at that footprint per core (cached or non-temporal stores,",
+             "whichever is faster; caches included). 'room' = ceiling / best peer: the largest ratio",
+             "any algorithm that copies each byte once can reach. An alltoall cannot copy less; an",
+             "allgather that writes each input into every output while it is loaded can."]
+    if copy_at(mem_rows, 1) is None:
+        return lines + ["(no copyat rows in mem.csv)"]
+    for coll in colls:
+        if coll not in COPY_COLLS:
+            continue
+        for n in ranks:
+            rows = by.get((coll, n))
+            sizes = sorted({r["bytes"] for r in rows or [] if r["bytes"] >= ALL_BOUNDS_MIN_BYTES})
+            if not sizes:
+                continue
+            lines.append("%s, %d ranks" % (coll, n))
+            lines.append("%10s  %9s  %9s  %8s  %9s  %8s  %6s" % (
+                "size", "ceiling", "weft", "of ceil", "best peer", "of ceil", "room"))
+            for size in sizes:
+                ceil = copy_ceiling(mem_rows, coll, n, size)
+                w, p = weft_at(rows, size), best_peer_at(rows, size, "busbw")
+                pct = lambda r: "%.0f%%" % (100 * r["busbw"] / ceil) if r else "-"
+                lines.append("%10s  %9s  %9s  %8s  %9s  %8s  %6s" % (
+                    fmt_size(size), fmt_bw(ceil), fmt_bw(w["busbw"]) if w else "-", pct(w),
+                    fmt_bw(p["busbw"]) if p else "-", pct(p),
+                    fmt_ratio(ceil / p["busbw"]) if p and p["busbw"] > 0 else "-"))
+    return lines
+
+
+def out_of_room(by, mem_rows, coll, n, want):
+    """Sizes >= 1M where the copy ceiling leaves less than `want` x the best peer (alltoall only:
+    the ceiling binds every algorithm there)."""
+    if coll != "alltoall":
+        return []
+    out = []
+    for size in sorted({r["bytes"] for r in by.get((coll, n), []) if r["bytes"] >= ALL_BOUNDS_MIN_BYTES}):
+        ceil, p = copy_ceiling(mem_rows, coll, n, size), best_peer_at(by[(coll, n)], size, "busbw")
+        if ceil and p and p["busbw"] > 0 and ceil / p["busbw"] < want:
+            out.append("%s (room %.2f)" % (fmt_size(size), ceil / p["busbw"]))
+    return out
+
+
 def ratios_over(rows, lo, hi=None):
     """(size, ratio) of Weft's busbw over the best peer's at every size in [lo, hi]."""
     out = []
@@ -574,6 +648,10 @@ def goals_lines(by, mem_rows, colls, ranks):
             if (coll, n) in by:
                 lines.append(goal_line("%s, %d ranks, >= 1M >= 1.5x" % (coll, n),
                                        ratios_over(by[(coll, n)], MI), 1.5))
+                short = out_of_room(by, mem_rows, coll, n, 1.5)
+                if short:
+                    lines.append("  beyond any algorithm at %s: the copy ceiling is under 1.5x "
+                                 "the best peer there" % ", ".join(short))
     slow = []
     cells = 0
     for coll in colls:
@@ -811,7 +889,7 @@ def main():
 RESULT_FIELDS = ["lib", "algo", "label", "coll", "nranks", "bytes", "time_us", "algbw", "busbw",
                  "wrong", "iters"]
 MEM_FIELDS = ["when", "test", "threads", "bytes", "reps", "time_us", "copy_GBps", "bw_GBps",
-              "traffic_GBps"]
+              "traffic_GBps", "cached_GBps", "streamed_GBps"]
 
 
 def write_csv(path, fields, rows):
@@ -854,7 +932,13 @@ def report(out_dir, log, plots):
     reps = sorted({r.get("reps") or "?" for r in mem_rows})
     text.append("## Memory (mem_bench, 256 MiB, best of %s; at the start and the end of the run)"
                 % ",".join(reps))
+    for when in sorted({r["when"] for r in mem_rows if r["test"] == "copyat"}, reverse=True):
+        text.append("%-5s copy at a footprint per thread, 2 threads (GB/s copied): %s" % (when, ", ".join(
+            "%s %s" % (fmt_size(int(r["bytes"])), r["copy_GBps"])
+            for r in mem_rows if r["test"] == "copyat" and r["when"] == when)))
     for r in mem_rows:
+        if r["test"] == "copyat":
+            continue
         text.append("%-5s %-6s %d thread%s: %7s GB/s %-13s %7s GB/s memory traffic" % (
             r["when"], r["test"], int(r["threads"]), "s" if int(r["threads"]) > 1 else " ",
             r.get("copy_GBps") or r.get("bw_GBps"),
@@ -867,6 +951,7 @@ def report(out_dir, log, plots):
     blines, bound = bound_lines(by, mem_rows)
     text += blines + [""]
     text += all_bounds_lines(by, mem_rows, colls, ranks) + [""]
+    text += copy_ceiling_lines(by, mem_rows, colls, ranks) + [""]
     text += goals_lines(by, mem_rows, colls, ranks) + [""]
     text.append("## Summary (Weft out-of-place, broadcast in-place; best peer per size; ratio > 1: Weft faster)")
     text += summary_table(by, colls, ranks) + [""]

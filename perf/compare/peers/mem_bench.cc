@@ -6,8 +6,17 @@
 // third pass, glibc's non-temporal stores for large copies avoid it).
 // reduce: bw_GBps = bytes of `a` per second; traffic_GBps = read a, read b, write a = 3 x that.
 //
-// Output: one "@mem" line per test and thread count, "#" lines for people.
+// copyat: the copy ceiling at smaller footprints, where caches help: 2 threads, each copying F
+// bytes from its own source to its own destination over and over (F = 1 MiB .. the -s size,
+// powers of 2), with cached stores (memcpy) and with non-temporal stores; copy_GBps = both
+// threads' bytes copied per second, the better method's. A collective whose ranks must copy C
+// bytes in all at a footprint of F per core cannot finish faster than C / copy_GBps(F).
+//
+// Output: one "@mem" line per test and thread count (copyat: per footprint), "#" lines for people.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +55,57 @@ double timeSplit(int threads, size_t n, Body body) {
   body(size_t(0), threads == 1 ? n : per);
   for (auto& w : workers) w.join();
   return nowSeconds() - t;
+}
+
+// Whole 64-byte lines with non-temporal stores (no read-for-ownership); buffers are 64-aligned.
+void streamCopy(char* d, const char* s, size_t bytes) {
+#ifdef __AVX__
+  for (size_t i = 0; i + 64 <= bytes; i += 64) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i + 32), b);
+  }
+#else
+  for (size_t i = 0; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+#endif
+  _mm_sfence();
+}
+
+// Both threads' bytes copied per second, best of `reps`: each thread copies `footprint` bytes
+// between buffers of its own (first touched by itself) for about 40 ms per repetition.
+double copyAt(size_t footprint, bool streaming, int reps) {
+  const int threads = 2;
+  const size_t iters = std::max<size_t>(2, (size_t(80) << 20) / footprint);
+  double best = 0;
+  for (int r = 0; r < reps; r++) {
+    std::atomic<int> ready{0};
+    std::vector<double> seconds(threads);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; t++)
+      workers.emplace_back([&, t] {
+        char* src = static_cast<char*>(std::aligned_alloc(64, footprint));
+        char* dst = static_cast<char*>(std::aligned_alloc(64, footprint));
+        std::memset(src, t + 1, footprint);
+        std::memset(dst, 0, footprint);
+        ready.fetch_add(1);
+        while (ready.load() < threads) std::this_thread::yield();
+        double t0 = nowSeconds();
+        for (size_t i = 0; i < iters; i++) {
+          if (streaming) streamCopy(dst, src, footprint);
+          else std::memcpy(dst, src, footprint);
+        }
+        seconds[t] = nowSeconds() - t0;
+        std::free(src);
+        std::free(dst);
+      });
+    for (auto& w : workers) w.join();
+    best = std::max(best, threads * footprint * double(iters) /
+                              *std::max_element(seconds.begin(), seconds.end()) / 1e9);
+  }
+  return best;
 }
 
 }  // namespace
@@ -112,6 +172,14 @@ int main(int argc, char** argv) {
         "@mem test=reduce threads=%d bytes=%zu reps=%d time_us=%.1f bw_GBps=%.3f "
         "traffic_GBps=%.3f\n",
         threads, bytes, reps, best * 1e6, bw, 3 * bw);
+  }
+  for (size_t f = size_t(1) << 20; f <= bytes; f *= 2) {
+    double cached = copyAt(f, false, reps), streamed = copyAt(f, true, reps);
+    double copy = std::max(cached, streamed);
+    std::printf(
+        "@mem test=copyat threads=2 bytes=%zu reps=%d copy_GBps=%.3f traffic_GBps=%.3f "
+        "cached_GBps=%.3f streamed_GBps=%.3f\n",
+        f, reps, copy, 2 * copy, cached, streamed);
   }
   std::fflush(stdout);
   return 0;
