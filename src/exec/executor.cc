@@ -105,11 +105,11 @@ class WorkRunner {
       const LaneState& ls = (*lanes_)[l];
       if (!ls.begun) continue;
       const plan::Step& s = w_->program->lanes[l].steps[ls.step];
-      if (ls.send && !f(ls.send, s.sendPeer)) return false;
-      if (ls.recv && !f(ls.recv, s.recvPeer)) return false;
+      if (ls.send && !f(ls.send, s.sendPeer, false)) return false;
+      if (ls.recv && !f(ls.recv, s.recvPeer, true)) return false;
     }
     for (const auto& o : outstanding_)
-      if (!f(o.conn, o.peer)) return false;
+      if (!f(o.conn, o.peer, false)) return false;
     return true;
   }
 
@@ -456,11 +456,27 @@ class TaskSet {
   }
   bool failed() const { return error_.status != Status::kSuccess; }
 
+  // A link whose peer ended it (a finished peer says goodbye so; a failed one too) fails this
+  // rank only where a lane waits on it in vain: a receiver the link holds nothing more for, or a
+  // sender without a free slot. A lane that began a step on it but waits on another link is fine.
+  static bool waitsInVain(transport::Connection* c, bool receiving) {
+    uint32_t bytes = 0, tag = 0;
+    return receiving ? c->recvSlot(&bytes, &tag) == nullptr : c->sendSlot() == nullptr;
+  }
+
   // A peer that poisoned the link we wait on has failed: give up now.
   bool checkPoison() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
       if (!states_[i].running) continue;
-      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int peer) {
+      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int peer, bool receiving) {
+        if (c->peerEnded()) {
+          if (!waitsInVain(c, receiving)) return true;
+          error_ = {Status::kRemoteError,
+                    "rank " + std::to_string(peer) + " closed its " + c->transportName() +
+                        " link while this rank still waited on it (it exited or gave up)",
+                    static_cast<int>(i)};
+          return false;
+        }
         if (!c->poisoned()) return true;
         error_ = {Status::kRemoteError,
                   "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
@@ -476,7 +492,8 @@ class TaskSet {
   bool checkHealth() {
     for (size_t i = 0; i < tasks_.size(); ++i) {
       if (!states_[i].running) continue;
-      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int) {
+      states_[i].runner.everyAwaitedLink([&](transport::Connection* c, int, bool receiving) {
+        if (c->peerEnded() && !waitsInVain(c, receiving)) return true;
         std::string why;
         const Status st = c->health(&why);
         if (st == Status::kSuccess) return true;

@@ -77,6 +77,10 @@ class Connection {
   // Marks both directions failed so a peer blocked on this link gives up promptly.
   virtual void poison() = 0;
   virtual bool poisoned() const = 0;
+  // The peer closed its end cleanly: nothing more will arrive. Not an error by itself (a peer
+  // that finished its part of a collective says goodbye so), only for a receiver still waiting
+  // for data the link does not hold.
+  virtual bool peerEnded() const { return false; }
 
   // Transport name for logs ("local", "shm", "tcp", ...).
   virtual const char* transportName() const = 0;

@@ -264,6 +264,8 @@ bool Link::poisoned() const {
   return poisoned_.load() || failed_.load() || peerClosed_.load();
 }
 
+bool Link::peerEnded() const { return peerClosed_.load(); }
+
 void Link::close(std::chrono::milliseconds timeout) {
   closing_.store(true);
   // Let what the executor posted reach the kernel: the peer may still be reading it.

@@ -66,6 +66,7 @@ class Link : public std::enable_shared_from_this<Link> {
   Status health(std::string* why);
   void poison();
   bool poisoned() const;
+  bool peerEnded() const;
   uint64_t slotBytes() const { return p_.slotBytes; }
 
   // Waits until every posted slot is in the kernel (or the link failed, or the deadline);
@@ -193,6 +194,7 @@ class TcpConnection : public transport::Connection {
   Status health(std::string* why) override { return link_->health(why); }
   void poison() override { link_->poison(); }
   bool poisoned() const override { return link_->poisoned(); }
+  bool peerEnded() const override { return link_->peerEnded(); }
   const char* transportName() const override { return "tcp"; }
 
   Link& link() { return *link_; }
