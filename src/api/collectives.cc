@@ -33,7 +33,7 @@ bool hasRoot(Collective c) {
          c == Collective::kScatter;
 }
 
-Status enqueue(core::Call call, ncclComm_t comm, std::string* why) {
+Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
   core::Communicator* impl = api::communicator(comm);
   call.comm = impl;
   const int n = impl->size(), me = impl->rank();
@@ -78,16 +78,18 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                         size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
                         cudaStream_t stream, bool isSend = false) {
   return guard(fn, [&](std::string* why) {
-    core::Call c;
-    c.coll = coll;
-    c.send = send;
-    c.recv = recv;
-    c.count = count;
-    c.type = static_cast<DataType>(type);
-    c.op = op;
-    c.root = root;
-    c.isSend = isSend;
-    c.stream = stream;
+    // Built in place and passed by reference: a member-wise build then a by-value copy made
+    // the wide copy loads wait on the narrow stores (store forwarding), a cost on every call.
+    core::Call c{.comm = nullptr,
+                 .coll = coll,
+                 .send = send,
+                 .recv = recv,
+                 .count = count,
+                 .type = static_cast<DataType>(type),
+                 .op = op,
+                 .root = root,
+                 .isSend = isSend,
+                 .stream = stream};
     return enqueue(c, comm, why);
   });
 }

@@ -45,7 +45,7 @@ namespace {
 
 std::atomic<bool> gPinned{false};
 
-// Binds the calling thread to core `slot` of `slots` spread evenly over the cores in `allowed`.
+// Binds the calling thread to the core coreForSlot() gives, of the cores in `allowed`.
 int pinToCore(const CpuMask& allowed, int slot, int slots) {
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0) return -1;
@@ -58,8 +58,8 @@ int pinToCore(const CpuMask& allowed, int slot, int slots) {
     std::vector<hwloc_obj_t> cores;
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, o));)
       if (hwloc_bitmap_intersects(o->cpuset, allow)) cores.push_back(o);
-    if (static_cast<int>(cores.size()) >= slots) {
-      const int pick = static_cast<int>(static_cast<int64_t>(slot) * cores.size() / slots);
+    if (!cores.empty()) {
+      const int pick = coreForSlot(slot, slots, static_cast<int>(cores.size()));
       hwloc_bitmap_t set = hwloc_bitmap_dup(cores[pick]->cpuset);
       hwloc_bitmap_and(set, set, allow);
       if (hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD) == 0) core = pick;
@@ -72,6 +72,12 @@ int pinToCore(const CpuMask& allowed, int slot, int slots) {
 }
 
 }  // namespace
+
+int coreForSlot(int slot, int slots, int cores) {
+  if (cores <= 0 || slots <= 0) return -1;
+  if (cores >= slots) return static_cast<int>(static_cast<int64_t>(slot) * cores / slots);
+  return slot % cores;
+}
 
 PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self) {
   PlacementResult r;
@@ -92,9 +98,9 @@ PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self) 
   const int ranks = static_cast<int>(local.size());
   r.oversubscribed = ranks > r.cpus;
   noteRanksOnHost(ranks, r.cpus);
-  if (env::getInt("WEFT_PIN") == 0 || r.oversubscribed || ranks < 2 || inMyProcess != 1 ||
-      !(me->mask == all))
+  if (env::getInt("WEFT_PIN") == 0 || ranks < 2 || inMyProcess != 1 || !(me->mask == all))
     return r;
+  if (r.oversubscribed && env::getInt("WEFT_PIN_SHARED") == 0) return r;
   // Processes are placed in the order of their ranks; with several ranks per process elsewhere
   // on the host the slot is still this rank's index, which keeps slots distinct.
   if (gPinned.exchange(true)) return r;

@@ -45,13 +45,30 @@ TEST(CpuPlacement, LauncherBoundRanksAreNotOversubscribedNorRepinned) {
   EXPECT_EQ(r.pinnedCore, -1);
 }
 
+// (Ranks 1 and 2 share a process, so nothing is pinned here; coreForSlot() is tested below.)
 TEST(CpuPlacement, MoreRanksThanTheirCpusAreOversubscribed) {
   std::vector<LocalRank> local = {rank(0, 1, cpus({0, 1})), rank(1, 2, cpus({0, 1})),
-                                  rank(2, 3, cpus({0, 1}))};
+                                  rank(2, 2, cpus({0, 1}))};
   PlacementResult r = placeRanksOnHost(local, 2);
   EXPECT_EQ(r.cpus, 2);
   EXPECT_TRUE(r.oversubscribed);
   EXPECT_EQ(r.pinnedCore, -1);
+}
+
+// Slots spread evenly while they fit on the cores, else round-robin: ranks that share cores
+// share them evenly, and neighbouring ranks sit on different cores.
+TEST(CpuPlacement, SlotsSpreadOverCoresAndWrapRoundRobin) {
+  EXPECT_EQ(coreForSlot(0, 2, 4), 0);
+  EXPECT_EQ(coreForSlot(1, 2, 4), 2);
+  EXPECT_EQ(coreForSlot(3, 4, 4), 3);
+  const int expect[] = {0, 1, 0, 1, 0};
+  for (int s = 0; s < 5; ++s) EXPECT_EQ(coreForSlot(s, 5, 2), expect[s]) << "slot " << s;
+  int perCore[3] = {};
+  for (int s = 0; s < 8; ++s) ++perCore[coreForSlot(s, 8, 3)];
+  EXPECT_EQ(perCore[0], 3);
+  EXPECT_EQ(perCore[1], 3);
+  EXPECT_EQ(perCore[2], 2);
+  EXPECT_EQ(coreForSlot(0, 4, 0), -1);
 }
 
 // Ranks that are threads of one process: none is pinned.

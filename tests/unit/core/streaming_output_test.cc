@@ -17,7 +17,10 @@ using Param = std::tuple<int, const char*>;
 
 class StreamingOutput : public ::testing::TestWithParam<Param> {
  protected:
-  static void SetUpTestSuite() { setenv("WEFT_STREAM_BYTES", "1", 1); }
+  static void SetUpTestSuite() {
+    setenv("WEFT_STREAM_BYTES", "1", 1);
+    setenv("WEFT_STREAM_ALLREDUCE_BYTES", "1", 1);
+  }
   void SetUp() override {
     const int n = std::get<0>(GetParam());
     comms_.resize(n);
