@@ -78,10 +78,7 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                         size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
                         cudaStream_t stream, bool isSend = false) {
   return guard(fn, [&](std::string* why) {
-    // Built in place and passed by reference: a member-wise build then a by-value copy made
-    // the wide copy loads wait on the narrow stores (store forwarding), a cost on every call.
-    core::Call c{.comm = nullptr,
-                 .coll = coll,
+    core::Call c{.coll = coll,
                  .send = send,
                  .recv = recv,
                  .count = count,

@@ -48,11 +48,15 @@ constexpr int kYieldLane = 2;
 // Local copies and reductions go this many bytes at a time between the other lanes' steps.
 constexpr uint64_t kLocalSliceBytes = 256 * 1024;
 
+uint64_t bytesFromEnv(const char* name) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, env::getInt(name)));
+}
+
 // Smallest output written with streaming stores (WEFT_STREAM_BYTES; 0: never). An output this
 // large has left the cache before anyone rereads it, so skipping the read-for-ownership of each
 // line saves a third of a copy's memory traffic.
 uint64_t streamOutputBytes() {
-  static const uint64_t v = static_cast<uint64_t>(std::max<int64_t>(0, env::getInt("WEFT_STREAM_BYTES")));
+  static const uint64_t v = bytesFromEnv("WEFT_STREAM_BYTES");
   return v;
 }
 
@@ -61,8 +65,7 @@ uint64_t streamOutputBytes() {
 // for as long as the ranks' buffers fit the cache: 2 ranks of 16 MiB ran at 9.8 GB/s cached
 // against 8.7 streamed, 4 ranks of 4-8 MiB 5.6 against 4.5, and from 32 MiB streaming won.
 uint64_t streamAllReduceBytes() {
-  static const uint64_t v =
-      static_cast<uint64_t>(std::max<int64_t>(0, env::getInt("WEFT_STREAM_ALLREDUCE_BYTES")));
+  static const uint64_t v = bytesFromEnv("WEFT_STREAM_ALLREDUCE_BYTES");
   return v;
 }
 
@@ -92,15 +95,14 @@ class WorkRunner {
         break;
       }
     // No rank's output exceeds count x nranks elements: small calls skip the sizes.
-    const uint64_t most = w.plan->spec.count * static_cast<uint64_t>(w.plan->spec.nranks);
-    const uint64_t least = w.plan->spec.coll == plan::Collective::kAllReduce
-                               ? streamAllReduceBytes()
-                               : streamOutputBytes();
+    const plan::Spec& spec = w.plan->spec;
+    const uint64_t most = spec.count * static_cast<uint64_t>(spec.nranks);
+    const uint64_t least = spec.coll == plan::Collective::kAllReduce ? streamAllReduceBytes()
+                                                                      : streamOutputBytes();
     if (least == 0 || most * elemSize_ < least) return;
-    const plan::BufferSizes sizes = plan::bufferSizes(w.plan->spec, w.rank);
+    const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
     streamOutput_ = sizes.output * elemSize_ >= least;
     // Only input this rank reads counts (a broadcast or scatter reads the root's alone).
-    const plan::Spec& spec = w.plan->spec;
     const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||
                           spec.coll == plan::Collective::kScatter;
     if (!rootOnly || spec.root == w.rank) {
