@@ -62,6 +62,10 @@ Layout layout(const Spec& spec, const Options& o, uint64_t q0, uint64_t q1) {
 
 Plan build(const Spec& spec, const Options& o) {
   const bool allReduce = spec.coll == Collective::kAllReduce;
+  // Two ranks' allreduce forwards each reduced slice as it is made (reduce-copy-send), on the
+  // channel the peer's allgather half receives on: where the peer offers its output as a
+  // landing, one pass over both inputs writes both outputs, and no rank rereads a reduced block.
+  const bool fused = allReduce && spec.nranks == 2;
   Plan plan = emptyPlan(spec, "rsag");
   const int n = spec.nranks;
   // Channel parts split every block alike (reduce-scatter: each rank's count).
@@ -76,7 +80,8 @@ Plan build(const Spec& spec, const Options& o) {
       const Layout& l = layouts[c];
       const Block& mine = l.blocks[r];
       const int rsSend = addLane(p, 2 * c), rsRecv = addLane(p, 2 * c);
-      const int agSend = allReduce ? addLane(p, 2 * c + 1) : -1;
+      if (fused) p.lanes[rsRecv].sendChannel = 2 * c + 1;
+      const int agSend = allReduce && !fused ? addLane(p, 2 * c + 1) : -1;
       const int agRecv = allReduce ? addLane(p, 2 * c + 1) : -1;
       const uint64_t sum = scratch;  // this part's running-sum slice
       if (n > 2) scratch += l.maxSlice;
@@ -94,13 +99,14 @@ Plan build(const Spec& spec, const Options& o) {
         for (int i = 1; i < n; ++i) {
           const int from = mod(r - i, n);
           const bool first = i == 1, last = i == n - 1;
-          Step s = first && last ? recvReduceCopyStep(from, own, out, len)
+          Step s = fused          ? recvReduceCopySendStep(from, from, own, out, len)
+                   : first && last ? recvReduceCopyStep(from, own, out, len)
                    : first       ? recvReduceCopyStep(from, own, scratchRef(sum), len)
                    : last        ? recvReduceCopyStep(from, scratchRef(sum), out, len)
                                  : recvReduceStep(from, scratchRef(sum), len);
           done = addStep(p, rsRecv, s);
         }
-        if (!allReduce) continue;
+        if (!allReduce || fused) continue;
         for (int i = 1; i < n; ++i) {
           Step s = sendStep(mod(r + i, n), out, len);
           if (i == 1) s.deps.push_back(done);

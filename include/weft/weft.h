@@ -37,6 +37,14 @@ ncclResult_t weftStreamQuery(cudaStream_t stream);
  */
 ncclResult_t weftCommInitFromEnv(ncclComm_t* comm);
 
+/*
+ * Slices this process has stored straight into a receiving rank's buffer so far: a receiver
+ * offers its output (same process, or ncclMemAlloc'd memory), and a rank that reduces or
+ * forwards data for it writes there as it goes, so nobody copies the data again
+ * (WEFT_LANDING_BYTES). For diagnostics: whether a workload takes that path.
+ */
+uint64_t weftLandedSlices(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -2,6 +2,7 @@
 #include "src/api/handle.h"
 #include "src/common/clock.h"
 #include "src/core/memory.h"
+#include "src/exec/executor.h"
 #include "src/exec/host_stream.h"
 #include "weft/weft.h"
 
@@ -58,6 +59,8 @@ WEFT_API(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t 
 }
 
 WEFT_EXPORT const char* weftVersionString(void) { return "0.1.0"; }
+
+WEFT_EXPORT uint64_t weftLandedSlices(void) { return exec::landedSlices(); }
 
 static exec::HostStream* hostStream(cudaStream_t stream) {
   if (!stream || !exec::HostStream::isLive(stream))

@@ -238,6 +238,7 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
   r.dst = static_cast<char*>(r.dst) + bytes;
   r.a = static_cast<const char*>(r.a) + bytes;
   r.b = static_cast<const char*>(r.b) + bytes;
+  if (r.dst2) r.dst2 = static_cast<char*>(r.dst2) + bytes;
   r.count -= done;
   return r;
 }
@@ -386,6 +387,53 @@ void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a,
   runReduce(level, r, store);
 }
 
+void reduceTwiceWith(SimdLevel level, DataType t, RedOp op, void* dst, void* dst2, const void* a,
+                     bool scaleA, const void* b, bool scaleB, size_t count, const Scalar* scalar,
+                     Store store) {
+  if (count == 0 || !isValid(t)) return;
+  const size_t size = dataTypeSize(t);
+  const bool scaled = op == RedOp::kPreMulSum && scalar && (scaleA || scaleB);
+  const auto d = reinterpret_cast<uintptr_t>(dst), d2 = reinterpret_cast<uintptr_t>(dst2);
+  const auto apart = [&](const void* p) {
+    const auto q = reinterpret_cast<uintptr_t>(p);
+    return d2 + count * size <= q || q + count * size <= d2;
+  };
+  bool vector = false;
+#if defined(__x86_64__)
+  vector = level != SimdLevel::kScalar && !scaled && dst != a && dst != b && apart(dst) &&
+           apart(a) && apart(b) && d % size == 0 && d % 64 == d2 % 64;
+#endif
+  if (!vector) {
+    // One pass for dst, then a copy: correct for any layout, operands and scales.
+    reduceWith(level, t, op, dst, a, scaleA, b, scaleB, count, scalar, store);
+    runCopy(level, t, dst2, dst, count, nullptr, store);
+    return;
+  }
+  ReduceArgs r{t, op, dst, a, b, nullptr, nullptr, count, false};
+  if (op == RedOp::kPreMulSum || op == RedOp::kAvg) r.op = RedOp::kSum;
+  // Both destinations share their alignment: the head up to 64 bytes goes through scalar code.
+  const size_t head = store == Store::kStreaming ? std::min(count, (64 - d % 64) % 64 / size) : 0;
+  ReduceArgs first = r;
+  first.count = head;
+  reduceScalar(first);
+  r = advanced(r, head);
+  r.stream = store == Store::kStreaming;
+  r.dst2 = static_cast<char*>(dst2) + head * size;
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (level == SimdLevel::kAvx512)
+    done = kernels::reduceAvx512(r);
+  else if (level == SimdLevel::kAvx2)
+    done = kernels::reduceAvx2(r);
+#endif
+  if (done < r.count) reduceScalar(advanced(r, done));
+  // The scalar head and tail reach dst2 by copy.
+  std::memcpy(dst2, dst, head * size);
+  const size_t from = (head + done) * size;
+  std::memcpy(static_cast<char*>(dst2) + from, static_cast<const char*>(dst) + from,
+              count * size - from);
+}
+
 void copyElementsWith(SimdLevel level, DataType t, void* dst, const void* src, size_t count,
                       const Scalar* scalar, Store store) {
   runCopy(level, t, dst, src, count, scalar, store);
@@ -397,6 +445,12 @@ void reduce(DataType t, RedOp op, void* dst, const void* a, bool scaleA, const v
             size_t count, const Scalar* scalar, Store store) {
   kernels::reduceWith(kernels::activeSimdLevel(), t, op, dst, a, scaleA, b, scaleB, count, scalar,
                       store);
+}
+
+void reduceTwice(DataType t, RedOp op, void* dst, void* dst2, const void* a, bool scaleA,
+                 const void* b, bool scaleB, size_t count, const Scalar* scalar, Store store) {
+  kernels::reduceTwiceWith(kernels::activeSimdLevel(), t, op, dst, dst2, a, scaleA, b, scaleB,
+                           count, scalar, store);
 }
 
 void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,

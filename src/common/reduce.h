@@ -19,6 +19,12 @@ enum class Store { kCached, kStreaming };
 void reduce(DataType t, RedOp op, void* dst, const void* a, bool scaleA, const void* b, bool scaleB,
             size_t count, const Scalar* scalar, Store store = Store::kCached);
 
+// reduce() that stores every result at both dst and dst2 in one pass over a and b (this rank's
+// output and a peer's, say). dst2 must not overlap dst, a or b.
+void reduceTwice(DataType t, RedOp op, void* dst, void* dst2, const void* a, bool scaleA,
+                 const void* b, bool scaleB, size_t count, const Scalar* scalar,
+                 Store store = Store::kCached);
+
 // dst[i] = scalar ? src[i] * *scalar : src[i]; plain memcpy when scalar is null. dst == src allowed.
 void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,
                   Store store = Store::kCached);

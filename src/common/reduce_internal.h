@@ -35,6 +35,9 @@ struct ReduceArgs {
   const void* scaleB;
   size_t count;
   bool stream;  // non-temporal stores; set only when dst is 64-byte aligned and aliases no input
+  // A second destination written with the same values (reduceTwice), or null. Set only without
+  // scales, with dst2 as aligned as dst and overlapping nothing; kernels that cannot return 0.
+  void* dst2 = nullptr;
 };
 
 // Vector bodies: each handles a prefix of the elements (a multiple of its vector width) and
@@ -59,6 +62,9 @@ void setStreamMinBytes(size_t bytes);
 void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a, bool scaleA,
                 const void* b, bool scaleB, size_t count, const Scalar* scalar,
                 Store store = Store::kCached);
+void reduceTwiceWith(SimdLevel level, DataType t, RedOp op, void* dst, void* dst2, const void* a,
+                     bool scaleA, const void* b, bool scaleB, size_t count, const Scalar* scalar,
+                     Store store = Store::kCached);
 void copyElementsWith(SimdLevel level, DataType t, void* dst, const void* src, size_t count,
                       const Scalar* scalar, Store store = Store::kCached);
 

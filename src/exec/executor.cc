@@ -19,6 +19,7 @@ struct LaneState {
   size_t step = 0;
   uint64_t done = 0;  // elements of the current step already processed
   bool begun = false;
+  size_t landingEnd = 0;  // steps before this one were considered for a landing offer
   transport::Connection* send = nullptr;
   transport::Connection* recv = nullptr;
 };
@@ -69,6 +70,28 @@ uint64_t streamAllReduceBytes() {
   return v;
 }
 
+// The same for results that a step also stores into a peer's landing
+// (WEFT_STREAM_LANDED_BYTES): nobody rereads those, so they stream where an allreduce's own
+// outputs stay cached (2 ranks, fused reduce and forward: 16 MiB 12.6-12.7 GB/s streamed against
+// 11.5-11.7 cached; 8 MiB 11.6-11.8 against 11.4; 4 MiB 9.8 against 10.7).
+uint64_t streamLandedBytes() {
+  static const uint64_t v = bytesFromEnv("WEFT_STREAM_LANDED_BYTES");
+  return v;
+}
+
+// Smallest run of receives offered to the sender as a landing (WEFT_LANDING_BYTES; 0: never).
+uint64_t landingBytes() {
+  static const uint64_t v = bytesFromEnv("WEFT_LANDING_BYTES");
+  return v;
+}
+
+std::atomic<uint64_t> gLandedSlices{0};
+
+// Steps whose sends may store their data straight into the receiver's landing.
+bool mayLand(Op op) {
+  return op == Op::kRecvReduceCopySend || op == Op::kRecvCopySend || op == Op::kRecvReduceSend;
+}
+
 // Smallest slice sent by reference instead of by copy (WEFT_RDV_BYTES).
 size_t rendezvousBytes() {
   static const size_t v = static_cast<size_t>(env::getInt("WEFT_RDV_BYTES"));
@@ -84,7 +107,7 @@ class WorkRunner {
     lanes_ = &lanes;
     lanes.assign(w.program->lanes.size(), LaneState{});
     outstanding_.clear();
-    streamOutput_ = false;
+    streamOutput_ = streamLanded_ = false;
     inputBegin_ = inputEnd_ = nullptr;
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
@@ -99,9 +122,13 @@ class WorkRunner {
     const uint64_t most = spec.count * static_cast<uint64_t>(spec.nranks);
     const uint64_t least = spec.coll == plan::Collective::kAllReduce ? streamAllReduceBytes()
                                                                       : streamOutputBytes();
-    if (least == 0 || most * elemSize_ < least) return;
+    const uint64_t leastLanded = streamLandedBytes();
+    if ((least == 0 || most * elemSize_ < least) &&
+        (leastLanded == 0 || most * elemSize_ < leastLanded))
+      return;
     const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
-    streamOutput_ = sizes.output * elemSize_ >= least;
+    streamOutput_ = least != 0 && sizes.output * elemSize_ >= least;
+    streamLanded_ = leastLanded != 0 && sizes.output * elemSize_ >= leastLanded;
     // Only input this rank reads counts (a broadcast or scatter reads the root's alone).
     const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||
                           spec.coll == plan::Collective::kScatter;
@@ -168,10 +195,12 @@ class WorkRunner {
   }
   // Final results in a large output are streamed; slots, scratch and the input stay cached, and
   // so does output over the input (in place), whose lines this rank has just read or sent.
-  Store storeFor(const plan::Ref& ref, const char* dst, size_t bytes) const {
+  // `landed`: the result also lands in a peer's memory (streamLanded_ decides).
+  Store storeFor(const plan::Ref& ref, const char* dst, size_t bytes, bool landed = false) const {
     const bool overInput = dst < inputEnd_ && inputBegin_ < dst + bytes;
-    return streamOutput_ && ref.buffer == plan::kOutput && !overInput ? Store::kStreaming
-                                                                       : Store::kCached;
+    return (landed ? streamLanded_ : streamOutput_) && ref.buffer == plan::kOutput && !overInput
+               ? Store::kStreaming
+               : Store::kCached;
   }
   void copyBytes(char* dst, const void* src, size_t bytes, Store store) {
     if (dst != src) copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
@@ -223,11 +252,13 @@ class WorkRunner {
               Stall* stall) {
     if (!ls.begun) {
       if (!depsDone(s)) return 0;
-      int channel = w_->program->lanes[lane].channel;
-      ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, channel) : nullptr;
-      ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, channel) : nullptr;
+      const plan::Lane& L = w_->program->lanes[lane];
+      ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
+                                    : nullptr;
+      ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
       ls.begun = true;
       ls.done = 0;
+      if (s.op == Op::kRecv && ls.step >= ls.landingEnd) offerLanding(lane, ls);
     }
     if (s.op == Op::kNop) return finishStep(ls);
     if (s.op == Op::kCopy || s.op == Op::kReduce) {
@@ -253,7 +284,11 @@ class WorkRunner {
     if (dst && busy(dst, dst + bytes)) return 0;
 
     void* out = nullptr;
-    if (ls.send) {
+    // The receiver offered where this goes: store it there as it is produced.
+    char* land = ls.send && mayLand(s.op) && landingBytes() && bytes >= rendezvousBytes()
+                     ? static_cast<char*>(ls.send->landingFor(bytes))
+                     : nullptr;
+    if (ls.send && !land) {
       out = ls.send->sendSlotFor(bytes);
       if (!out) {
         *stall = {lane, ls.send, s.sendPeer};
@@ -288,7 +323,7 @@ class WorkRunner {
       }
     }
     const char* refFrom = s.op == Op::kSend ? ptr(s.src, d) : dst;  // what a reference names
-    const bool byRef = w_->byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
+    const bool byRef = !land && w_->byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
                        s.op != Op::kRecvReduceSend && !(s.op == Op::kSend && scaleFor(s.src)) &&
                        ls.send->peerCanRead(refFrom, bytes);
     const uint32_t tag = w_->laneTags[lane];
@@ -305,21 +340,31 @@ class WorkRunner {
         reduce(w_->type, w_->op, dst, dst, false, in, false, n, &w_->scalar);
         break;
       case Op::kRecvCopySend:
+        if (land) {
+          const Store store = storeFor(s.dst, dst, bytes, /*landed=*/true);
+          copyBytes(dst, in, bytes, store);
+          copyBytes(land, in, bytes, store);
+          break;
+        }
         // What the peer reads by reference right away is better left in cache.
         copyBytes(dst, in, bytes, byRef ? Store::kCached : storeFor(s.dst, dst, bytes));
         if (byRef) sendByReference(ls.send, s.sendPeer, dst, bytes, tag);
         else std::memcpy(out, dst, bytes);
         break;
       case Op::kRecvReduceSend:
-        reduce(w_->type, w_->op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
-               &w_->scalar);
+        reduce(w_->type, w_->op, land ? land : out, ptr(s.src, d), scaleFor(s.src) != nullptr, in,
+               false, n, &w_->scalar);
         break;
       case Op::kRecvReduceCopy:
         reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
                &w_->scalar, storeFor(s.dst, dst, bytes));
         break;
       case Op::kRecvReduceCopySend:
-        if (byRef) {
+        if (land) {
+          // One pass over the operands feeds this rank's output and the receiver's.
+          reduceTwice(w_->type, w_->op, dst, land, ptr(s.src, d), scaleFor(s.src) != nullptr, in,
+                      false, n, &w_->scalar, storeFor(s.dst, dst, bytes, /*landed=*/true));
+        } else if (byRef) {
           reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
                  &w_->scalar);
           sendByReference(ls.send, s.sendPeer, dst, bytes, tag);
@@ -332,10 +377,54 @@ class WorkRunner {
       default: break;
     }
     if (ls.recv) ls.recv->release();
-    if (ls.send && !byRef) ls.send->post(static_cast<uint32_t>(bytes), tag);
+    if (land) {
+      ls.send->postLanded(static_cast<uint32_t>(bytes), tag);
+      gLandedSlices.fetch_add(1, std::memory_order_relaxed);
+    }
+    else if (ls.send && !byRef) ls.send->post(static_cast<uint32_t>(bytes), tag);
     ls.done += n;
     if (ls.done >= s.count) return finishStep(ls);
     return 1;
+  }
+
+  // Whether some step of `lane` receives from `peer` on `channel`.
+  bool receivesOn(int32_t lane, int32_t peer, int32_t channel) const {
+    const plan::Lane& L = w_->program->lanes[lane];
+    if (L.channel != channel) return false;
+    for (const plan::Step& s : L.steps)
+      if (plan::opRecvs(s.op) && s.recvPeer == peer) return true;
+    return false;
+  }
+
+  // At the first of a lane's receives: offers the sender the destination of this run of
+  // receives (same peer, contiguous, and no step of another lane that receives on this link due
+  // in between) to store into directly. Not where a peer may still read (our by-reference
+  // messages) or this rank's input lies (what it sends during the call).
+  void offerLanding(int lane, LaneState& ls) {
+    const auto& steps = w_->program->lanes[lane].steps;
+    const plan::Step& first = steps[ls.step];
+    const int32_t channel = w_->program->lanes[lane].channel;
+    uint64_t elems = first.count;
+    size_t j = ls.step + 1;
+    for (; j < steps.size(); ++j) {
+      const plan::Step &s = steps[j], &prev = steps[j - 1];
+      if (s.op != Op::kRecv || s.recvPeer != first.recvPeer ||
+          s.dst.buffer != first.dst.buffer || s.dst.offset != prev.dst.offset + prev.count)
+        break;
+      bool interleaves = false;
+      for (const plan::StepRef& d : s.deps)
+        interleaves |= d.lane != lane && receivesOn(d.lane, first.recvPeer, channel);
+      if (interleaves) break;
+      elems += s.count;
+    }
+    ls.landingEnd = j;
+    const uint64_t bytes = elems * elemSize_;
+    if (landingBytes() == 0 || bytes < landingBytes()) return;
+    char* dst = ptr(first.dst, 0);
+    const char* in = w_->buffers[plan::kInput];
+    const uint64_t inBytes = plan::bufferSizes(w_->plan->spec, w_->rank).input * elemSize_;
+    if ((in && dst < in + inBytes && in < dst + bytes) || busy(dst, dst + bytes)) return;
+    ls.recv->offerLanding(dst, bytes);
   }
 
   void* bounceFor(size_t bytes) {
@@ -371,6 +460,7 @@ class WorkRunner {
   size_t elemSize_ = 1;
   bool premul_ = false;
   bool streamOutput_ = false;
+  bool streamLanded_ = false;
   const char* inputBegin_ = nullptr;
   const char* inputEnd_ = nullptr;
   size_t remaining_ = 0;
@@ -543,6 +633,8 @@ class TaskSet {
 };
 
 }  // namespace
+
+uint64_t landedSlices() { return gLandedSlices.load(std::memory_order_relaxed); }
 
 std::vector<uint32_t> laneBursts(const plan::Program& program) {
   uint32_t least = 0;

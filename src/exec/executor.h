@@ -68,6 +68,10 @@ struct RunResult {
 // time (the copies and reductions of all lanes run on it), each gets its share of it.
 std::vector<uint32_t> laneBursts(const plan::Program& program);
 
+// Slices this process's runs have stored straight into a receiver's landing so far (for tests
+// and diagnostics: whether offers are taken up).
+uint64_t landedSlices();
+
 // What runs keep from one to the next (per-task lane state), so that a warm run allocates
 // nothing. One per thread: run() without it uses a thread-local one; a caller that already holds
 // per-thread state passes its own and saves the thread-local lookup on every call.

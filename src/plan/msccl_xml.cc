@@ -506,7 +506,13 @@ std::string exportMsccl(const ChunkPlan& p) {
                         std::to_string(p.nranks) + " ranks");
   int32_t maxChannel = 0;
   for (const ChunkProgram& prog : p.programs)
-    for (const Lane& lane : prog.lanes) maxChannel = std::max(maxChannel, lane.channel);
+    for (const Lane& lane : prog.lanes) {
+      maxChannel = std::max(maxChannel, lane.channel);
+      if (sendChannelOf(lane) != lane.channel)
+        cannotExport(p, "a lane sends on channel " + std::to_string(lane.sendChannel) +
+                            " and receives on " + std::to_string(lane.channel) +
+                            " (MSCCL thread blocks have one channel)");
+    }
 
   std::ostringstream out;
   out << "<algo name=\"" << escape(p.name) << "\" proto=\"" << escape(p.proto)
@@ -669,6 +675,8 @@ std::string chunkPlanDifference(const ChunkPlan& a, const ChunkPlan& b) {
       const Lane &la = pa.lanes[l], &lb = pb.lanes[l];
       const std::string lat = at + "lane " + std::to_string(l) + ": ";
       if (la.channel != lb.channel) return lat + num("channel", la.channel, lb.channel);
+      if (sendChannelOf(la) != sendChannelOf(lb))
+        return lat + num("send channel", sendChannelOf(la), sendChannelOf(lb));
       if (la.steps.size() != lb.steps.size()) return lat + num("steps", la.steps.size(), lb.steps.size());
       for (size_t s = 0; s < la.steps.size(); ++s) {
         std::string d = stepDifference(la.steps[s], lb.steps[s]);

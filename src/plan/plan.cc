@@ -69,7 +69,9 @@ std::string toText(const Plan& plan) {
     const Program& p = plan.programs[r];
     out << "rank " << r << " scratch=" << p.scratchElems << "\n";
     for (size_t l = 0; l < p.lanes.size(); ++l) {
-      out << "  lane " << l << " channel=" << p.lanes[l].channel << "\n";
+      out << "  lane " << l << " channel=" << p.lanes[l].channel;
+      if (p.lanes[l].sendChannel >= 0) out << " sendChannel=" << p.lanes[l].sendChannel;
+      out << "\n";
       for (size_t s = 0; s < p.lanes[l].steps.size(); ++s) {
         const Step& st = p.lanes[l].steps[s];
         out << "    " << s << ": " << opName(st.op);

@@ -88,7 +88,16 @@ struct Lane {
   // equal). A scheduling hint: executors that interleave lanes may give a lane `share` slices or
   // thread blocks per turn; executors that ignore it stay correct. Not in MSCCL XML.
   uint32_t share = 1;
+  // Channel of the lane's sends where it differs from `channel` (-1: the same). Lets one step
+  // take its input from one FIFO and forward on another that a different lane of the peer
+  // receives (a 2-rank allreduce's reduce-and-forward). Not in MSCCL XML.
+  int32_t sendChannel = -1;
 };
+
+// The channel a lane's sends go out on.
+inline int32_t sendChannelOf(const Lane& lane) {
+  return lane.sendChannel < 0 ? lane.channel : lane.sendChannel;
+}
 
 struct Program {
   std::vector<Lane> lanes;

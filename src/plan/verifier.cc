@@ -78,9 +78,10 @@ void checkStructure(const Plan& plan) {
     for (size_t l = 0; l < p.lanes.size(); ++l) {
       laneStart.push_back(total);
       total += p.lanes[l].steps.size();
-      if (p.lanes[l].channel < 0)
+      if (p.lanes[l].channel < 0 || p.lanes[l].sendChannel < -1)
         reject("rank " + std::to_string(r) + " lane " + std::to_string(l) + " has channel " +
-               std::to_string(p.lanes[l].channel));
+               std::to_string(p.lanes[l].channel) + " / send channel " +
+               std::to_string(p.lanes[l].sendChannel));
     }
     // Indegrees over lane order plus explicit deps, for Kahn's cycle check below.
     std::vector<int> indeg(total, 0);
@@ -153,10 +154,30 @@ struct Values {
   std::vector<uint64_t> mask;
 };
 
+// Vector clocks over all lanes of all ranks. Step k of a lane has the events start, access
+// (first data received, or sending begins), one per slice it moves, and end, in this order.
+using Clock = uint64_t;
+constexpr Clock kStepStride = Clock{1} << 32;
+constexpr Clock stepStamp(uint64_t k, uint64_t event) { return k * kStepStride + event; }
+constexpr Clock startStamp(uint64_t k) { return stepStamp(k, 1); }
+constexpr Clock accessStamp(uint64_t k) { return stepStamp(k, 2); }
+constexpr Clock sliceStamp(uint64_t k, uint64_t j) {
+  return stepStamp(k, 3 + std::min<uint64_t>(j, kStepStride - 5));
+}
+constexpr Clock endStamp(uint64_t k) { return stepStamp(k, kStepStride - 1); }
+
 struct Slice {
   int32_t sender = -1;  // global step id
   uint64_t msgCount = 0;
   Values values;
+  std::vector<Clock> vc;  // the sender's clock as it sent this slice
+};
+
+// An access to an element by a step, finished once an observer's clock for the step's lane
+// reaches `done` (the step's end; a slice's stamp for what a slice of a message moves).
+struct Access {
+  int32_t step = -1;
+  Clock done = 0;
 };
 
 struct Fifo {
@@ -174,8 +195,8 @@ struct Arena {
   std::vector<uint8_t> state;
   std::vector<uint64_t> idx;
   std::vector<uint64_t> mask;
-  std::vector<int32_t> writer;                // last writing step (global id)
-  std::vector<std::vector<int32_t>> readers;  // reading steps since, one per lane
+  std::vector<Access> writer;                // last write
+  std::vector<std::vector<Access>> readers;  // reads since, one per lane
   std::vector<uint64_t> base;                 // per buffer id
 };
 
@@ -185,9 +206,7 @@ struct LaneRun {
   bool started = false;
   uint64_t slice = 0, nslices = 0;
   int32_t msgSender = -1;
-  // Vector clock over all lanes of all ranks. Step k of lane g has events start = 3k+1,
-  // access = 3k+2 (first data received), end = 3k+3.
-  std::vector<uint32_t> vc;
+  std::vector<Clock> vc;  // see Clock
 };
 
 class Simulator {
@@ -253,7 +272,7 @@ class Simulator {
           const Step& st = p.lanes[l].steps[s];
           gLane_.push_back(lanes_.size() - 1);
           gIndex_.push_back(s);
-          sendFifo_.push_back(opSends(st.op) ? fifoId(r, st.sendPeer, p.lanes[l].channel) : -1);
+          sendFifo_.push_back(opSends(st.op) ? fifoId(r, st.sendPeer, sendChannelOf(p.lanes[l])) : -1);
           recvFifo_.push_back(opRecvs(st.op) ? fifoId(st.recvPeer, r, p.lanes[l].channel) : -1);
         }
       }
@@ -263,7 +282,6 @@ class Simulator {
     const size_t steps = gLane_.size();
     completed_.assign(steps, 0);
     vcEnd_.resize(steps);
-    vcFirst_.resize(steps);
     // End clocks are kept only where something joins them: dependencies and senders.
     needEnd_.assign(steps, 0);
     for (size_t g = 0; g < steps; ++g) {
@@ -332,7 +350,7 @@ class Simulator {
       a.state.assign(end, Arena::kUninit);
       a.idx.assign(end, 0);
       a.mask.assign(end * words_, 0);
-      a.writer.assign(end, -1);
+      a.writer.assign(end, Access{});
       a.readers.resize(end);
       auto initial = [&](uint64_t e, uint64_t index, uint8_t state) {
         a.state[e] = state;
@@ -346,16 +364,19 @@ class Simulator {
     }
   }
 
-  static void join(std::vector<uint32_t>& into, const std::vector<uint32_t>& from) {
+  static void join(std::vector<Clock>& into, const std::vector<Clock>& from) {
     for (size_t i = 0; i < into.size(); ++i) into[i] = std::max(into[i], from[i]);
   }
 
   // Whether step `prev` has ended before lane g's current point (happens-before).
   bool ordered(size_t g, int32_t prev) const {
-    if (prev < 0) return true;
-    size_t pl = gLane_[prev];
-    if (pl == g) return true;
-    return lanes_[g].vc[pl] >= 3 * gIndex_[prev] + 3;
+    return prev < 0 || ordered(g, Access{prev, endStamp(gIndex_[prev])});
+  }
+  // Whether an access has finished before lane g's current point.
+  bool ordered(size_t g, const Access& x) const {
+    if (x.step < 0) return true;
+    size_t pl = gLane_[x.step];
+    return pl == g || lanes_[g].vc[pl] >= x.done;
   }
 
   void access(size_t g, int32_t me, const Ref& ref, uint64_t i, bool write) {
@@ -366,20 +387,21 @@ class Simulator {
              "[" + std::to_string(ref.offset + i) + "] while " + describe(other) + " may still " +
              what + " it: no dependency orders the two lanes");
     };
-    if (!ordered(g, a.writer[e])) race(a.writer[e], "write");
+    if (!ordered(g, a.writer[e])) race(a.writer[e].step, "write");
     auto& rd = a.readers[e];
+    const Access mine{me, accessDone_};
     if (write) {
-      for (int32_t o : rd)
-        if (!ordered(g, o)) race(o, "read");
+      for (const Access& o : rd)
+        if (!ordered(g, o)) race(o.step, "read");
       rd.clear();
-      a.writer[e] = me;
+      a.writer[e] = mine;
     } else {
-      for (int32_t& o : rd)
-        if (gLane_[o] == g) {
-          o = me;
+      for (Access& o : rd)
+        if (gLane_[o.step] == g) {
+          o = mine;
           return;
         }
-      rd.push_back(me);
+      rd.push_back(mine);
     }
   }
 
@@ -470,7 +492,7 @@ class Simulator {
 
   void complete(size_t g, int32_t me) {
     LaneRun& L = lanes_[g];
-    L.vc[g] = 3 * L.step + 3;
+    L.vc[g] = endStamp(L.step);
     if (needEnd_[me]) vcEnd_[me] = L.vc;
     completed_[me] = 1;
     ++L.step;
@@ -489,7 +511,7 @@ class Simulator {
       for (const StepRef& d : st.deps)
         if (!completed_[gid(L.rank, d.lane, d.step)]) return false;
       for (const StepRef& d : st.deps) join(L.vc, vcEnd_[gid(L.rank, d.lane, d.step)]);
-      L.vc[g] = 3 * k + 1;
+      L.vc[g] = startStamp(k);
       // A FIFO's senders (and its receivers) must be ordered, or messages could interleave.
       auto exclusive = [&](int32_t& last, const std::string& what) {
         if (!ordered(g, last))
@@ -508,13 +530,16 @@ class Simulator {
         exclusive(f.lastReceiver, "receive from rank " + std::to_string(f.from) + " on channel " +
                                       std::to_string(f.channel));
       }
-      if (!opRecvs(st.op)) L.vc[g] = 3 * k + 2;
+      if (!opRecvs(st.op)) L.vc[g] = accessStamp(k);
       checkOverlap(g, me, st);
       L.started = true;
       L.slice = 0;
       L.nslices = std::max<uint64_t>(1, (st.count + slice_ - 1) / slice_);
       return true;
     }
+    // Local steps access their elements until they end; a message's slice is done with the
+    // elements it moves once it is sent or received.
+    accessDone_ = endStamp(k);
     switch (st.op) {
       case Op::kNop:
         complete(g, me);
@@ -551,13 +576,14 @@ class Simulator {
           reject(mode() + describe(me) + " receives " + std::to_string(st.count) +
                  " elements on channel " + std::to_string(in->channel) + " but " +
                  describe(h.sender) + " sends " + std::to_string(h.msgCount));
-        join(L.vc, vcFirst_[h.sender]);
-        L.vc[g] = 3 * k + 2;
+        L.vc[g] = accessStamp(k);
         L.msgSender = h.sender;
       }
+      join(L.vc, h.vc);
       inc = std::move(h.values);
       in->q.pop_front();
     }
+    accessDone_ = sliceStamp(k, L.slice);
     switch (st.op) {
       case Op::kSend:
         fwd = read(g, me, st.src, off, m);
@@ -586,14 +612,13 @@ class Simulator {
       default:
         break;
     }
-    if (out) {
-      if (L.slice == 0) vcFirst_[me] = L.vc;
-      out->q.push_back(Slice{me, st.count, std::move(fwd)});
-    }
-    if (++L.slice == L.nslices) {
-      if (in) join(L.vc, vcEnd_[L.msgSender]);
-      complete(g, me);
-    }
+    // The executor releases each incoming slice before it forwards: a step's last slice goes
+    // out after the sender's whole message was consumed (so a one-slice forward tells its
+    // receiver that the sender has finished reading its source).
+    if (in && L.slice + 1 == L.nslices) join(L.vc, vcEnd_[L.msgSender]);
+    L.vc[g] = sliceStamp(k, L.slice);
+    if (out) out->q.push_back(Slice{me, st.count, std::move(fwd), L.vc});
+    if (++L.slice == L.nslices) complete(g, me);
     return true;
   }
 
@@ -709,7 +734,8 @@ class Simulator {
   std::vector<uint32_t> gIndex_;  // global step id -> step index in its lane
   std::vector<int32_t> sendFifo_, recvFifo_;
   std::vector<char> completed_, needEnd_;
-  std::vector<std::vector<uint32_t>> vcEnd_, vcFirst_;
+  std::vector<std::vector<Clock>> vcEnd_;
+  Clock accessDone_ = 0;  // when the accesses being recorded finish (see Access)
   std::vector<Fifo> fifos_;
   std::vector<Arena> arenas_;
 };

@@ -228,7 +228,7 @@ class Engine {
           if (static_cast<int>(st.op) > static_cast<int>(Op::kReduce)) reject(where() + ": bad op");
           if (plan::opSends(st.op)) {
             if (st.sendPeer < 0 || st.sendPeer >= n) reject(where() + ": send peer out of range");
-            info.sendFifo = fifoId(r, st.sendPeer, channel);
+            info.sendFifo = fifoId(r, st.sendPeer, plan::sendChannelOf(p.lanes[l]));
           }
           if (plan::opRecvs(st.op)) {
             if (st.recvPeer < 0 || st.recvPeer >= n)

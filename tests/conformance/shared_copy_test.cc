@@ -4,9 +4,6 @@
 // copied it: over the in-process link (plain addresses) and over shm (a writable mapping of the
 // receiver's memfd region), with cached and streaming stores and a ragged last piece.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,38 +13,11 @@
 #include <vector>
 
 #include "src/common/env.h"
-#include "src/common/shared_region.h"
+#include "tests/conformance/memfd_region.h"
 #include "tests/conformance/pair_harness.h"
 
 namespace weft::test {
 namespace {
-
-// Memory registered as ncclMemAlloc does it: memfd pages a peer process may map.
-class MemfdRegion {
- public:
-  explicit MemfdRegion(size_t bytes) : bytes_(bytes) {
-    fd_ = memfd_create("weft-shared-copy-test", MFD_CLOEXEC);
-    EXPECT_GE(fd_, 0);
-    EXPECT_EQ(ftruncate(fd_, static_cast<off_t>(bytes)), 0);
-    base_ = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0));
-    EXPECT_NE(base_, MAP_FAILED);
-    struct stat st {};
-    fstat(fd_, &st);
-    addSharedRegion(SharedRegion{fd_, bytes, base_, static_cast<uint64_t>(st.st_ino)});
-  }
-  ~MemfdRegion() {
-    SharedRegion r;
-    removeSharedRegion(base_, &r);
-    munmap(base_, bytes_);
-    close(fd_);
-  }
-  char* data() { return base_; }
-
- private:
-  size_t bytes_;
-  int fd_ = -1;
-  char* base_ = nullptr;
-};
 
 // WEFT_SHARE_COPY=2 (read once, so set before any test runs): the receiver waits for the
 // sender's first claim, and the sender's share is certain even when both threads share one

@@ -75,6 +75,20 @@ TEST(ProcessesMapped, Grid) {
   for (int p = 0; p < 2; ++p) EXPECT_EQ(treeCodes[p], 0) << "tree process " << p;
 }
 
+// ncclMemAlloc'd buffers and two ranks' rsag allreduce: each rank offers its output, and the
+// peer maps it writable and stores its reduced half there (every run of receives offered,
+// every slice large enough to land).
+TEST(ProcessesMapped, LandedAllReduceGrid) {
+  setenv("WEFT_TEST_MEMALLOC", "1", 1);
+  setenv("WEFT_LANDING_BYTES", "1", 1);
+  setenv("WEFT_RDV_BYTES", "64", 1);
+  auto codes = runProcesses(2, 1, grid, "rsag");
+  unsetenv("WEFT_RDV_BYTES");
+  unsetenv("WEFT_LANDING_BYTES");
+  unsetenv("WEFT_TEST_MEMALLOC");
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {
   setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
   auto start = std::chrono::steady_clock::now();

@@ -70,6 +70,19 @@ class Connection {
   // Sender side, while rendezvous messages it posted are being read: copies pieces the receiver
   // offered; true if it copied any.
   virtual bool assist() { return false; }
+
+  // --- Landing (optional): the receiver names its destination ahead, and a sender that can
+  // write there stores the data in place (fused with the reduction that produces it) instead of
+  // the receiver copying it again.
+  // Receiver side: messages from the next unreceived one on fill [dst, dst+bytes) in order.
+  // True if offered. recvMessage() then returns a landed message's place in dst as its data.
+  virtual bool offerLanding(void* dst, size_t bytes) { return false; }
+  // Sender side: where the next message's `bytes` go in the receiver's memory (mapped here), or
+  // nullptr (no offer covers it, or no descriptor is free). Write them, then postLanded().
+  virtual void* landingFor(size_t bytes) { return nullptr; }
+  virtual void postLanded(uint32_t bytes, uint32_t tag) {
+    fail(Status::kInternalError, "transport has no landing");
+  }
   // kSuccess while the peer is alive; otherwise kRemoteError and a message naming it. Called
   // only from slow paths (after a wait has lasted a while).
   virtual Status health(std::string* why) = 0;

@@ -65,6 +65,8 @@ void fifoInit(void* mem) {
   ctl->help.claim.store(0, std::memory_order_relaxed);
   ctl->help.offer.store(0, std::memory_order_relaxed);
   ctl->help.helped.store(0, std::memory_order_relaxed);
+  ctl->landing.version.store(0, std::memory_order_relaxed);
+  ctl->landing.bytes.store(0, std::memory_order_relaxed);
 }
 
 FifoView fifoView(void* mem) {
@@ -100,6 +102,7 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
 
 FifoConnection::~FifoConnection() {
   if (mappedToken_) releasePeerRegion(mappedToken_);
+  if (landToken_) releasePeerRegion(landToken_);
 }
 
 void FifoConnection::probePeer() {
@@ -160,6 +163,12 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
   *bytes = info.bytes;
   *tag = info.tag;
   *present = true;
+  if (info.bytes & kLandedFlag) {
+    *bytes = info.bytes & ~kLandedFlag;
+    if (!landDst_ || landRecvAt_ + *bytes > landBytes_)
+      fail(Status::kInternalError, std::string(p_.name) + ": a message landed outside the offer");
+    return landDst_ + landRecvAt_;
+  }
   if (info.remote == 0) {
     if (info.bytes & kInlineFlag) {
       *bytes = info.bytes & ~kInlineFlag;
@@ -223,6 +232,7 @@ void FifoConnection::post(uint32_t bytes, uint32_t tag) { publish(bytes, tag, 0)
 
 void FifoConnection::publish(uint32_t bytes, uint32_t tag, uint64_t remote) {
   SlotInfo& info = out_.ctl->info[sendTail_ % kMaxSlots];
+  if (landLocal_) landSendAt_ += bytes & ~kSizeFlags;  // every message fills the adopted offer
   info.bytes = remote == 0 && sendInline_ && bytes <= kInlineBytes ? bytes | kInlineFlag : bytes;
   info.tag = tag;
   info.remote = remote;
@@ -247,8 +257,12 @@ void FifoConnection::release() {
     mappedToken_ = nullptr;
     mappedLocal_ = nullptr;
   }
-  if (usesDataSlot(in_.ctl->info[recvHead_ % kMaxSlots]))
-    in_.ctl->dataHead.store(++recvDataHead_, std::memory_order_release);
+  const SlotInfo& info = in_.ctl->info[recvHead_ % kMaxSlots];
+  if (landDst_ && recvHead_ >= landFirst_) {
+    landRecvAt_ += info.bytes & ~kSizeFlags;
+    if (landRecvAt_ >= landBytes_) landDst_ = nullptr;  // filled: later messages are ordinary
+  }
+  if (usesDataSlot(info)) in_.ctl->dataHead.store(++recvDataHead_, std::memory_order_release);
   ++recvHead_;
   in_.ctl->head.store(recvHead_, std::memory_order_release);
   if (p_.peerBell) p_.peerBell->ring();
@@ -394,6 +408,94 @@ bool FifoConnection::assist() {
   }
   if (token) releasePeerRegion(token);
   return copied;
+}
+
+}  // namespace weft::transport
+
+namespace weft::transport {
+
+bool FifoConnection::offerLanding(void* dst, size_t bytes) {
+  LandingOffer& o = in_.ctl->landing;
+  int64_t fd = -1;
+  SharedRegion r{};
+  if (p_.remote == RemoteMode::kMapped) {
+    if (!findSharedRegion(dst, bytes, &r)) return false;  // the sender could not write there
+    fd = r.fd;
+  } else if (p_.remote != RemoteMode::kDirect) {
+    return false;
+  }
+  const uint64_t v = o.version.load(std::memory_order_relaxed);
+  o.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  o.firstMsg.store(recvHead_, std::memory_order_relaxed);
+  o.dst.store(reinterpret_cast<uint64_t>(dst), std::memory_order_relaxed);
+  o.bytes.store(bytes, std::memory_order_relaxed);
+  o.regionInode.store(r.inode, std::memory_order_relaxed);
+  o.regionBase.store(reinterpret_cast<uint64_t>(r.base), std::memory_order_relaxed);
+  o.regionBytes.store(r.bytes, std::memory_order_relaxed);
+  o.regionFd.store(fd, std::memory_order_relaxed);
+  o.version.store(v + 2, std::memory_order_release);
+  landDst_ = static_cast<char*>(dst);
+  landFirst_ = recvHead_;
+  landBytes_ = bytes;
+  landRecvAt_ = 0;
+  return true;
+}
+
+void FifoConnection::adoptLanding(uint64_t version) {
+  const LandingOffer& o = out_.ctl->landing;
+  const uint64_t first = o.firstMsg.load(std::memory_order_relaxed);
+  const uint64_t dst = o.dst.load(std::memory_order_relaxed);
+  const uint64_t bytes = o.bytes.load(std::memory_order_relaxed);
+  MappedRef region{o.regionInode.load(std::memory_order_relaxed),
+                   o.regionBase.load(std::memory_order_relaxed),
+                   o.regionBytes.load(std::memory_order_relaxed),
+                   static_cast<int32_t>(o.regionFd.load(std::memory_order_relaxed)), 0};
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (o.version.load(std::memory_order_relaxed) != version) return;  // rewritten meanwhile
+  landVersion_ = version;
+  landLocal_ = nullptr;
+  if (landToken_) releasePeerRegion(landToken_);
+  landToken_ = nullptr;
+  // The receiver counts from its next message; those posted since still fill the offer first.
+  if (first > sendTail_ || sendTail_ - first > kMaxSlots) return;
+  uint64_t at = 0;
+  for (uint64_t m = first; m < sendTail_; ++m) at += out_.ctl->info[m % kMaxSlots].bytes & ~kSizeFlags;
+  if (at >= bytes) return;
+  char* base = nullptr;
+  if (region.fd < 0) {
+    base = reinterpret_cast<char*>(dst);
+  } else {
+    char* mapped = acquirePeerRegion(p_.peerPid, region, &landToken_, /*writable=*/true);
+    if (!mapped || dst < region.base || dst + bytes > region.base + region.bytes) {
+      if (!mapped) landBroken_ = true;  // no permission, say: never try again
+      if (landToken_) releasePeerRegion(landToken_);
+      landToken_ = nullptr;
+      return;
+    }
+    base = mapped + (dst - region.base);
+  }
+  landLocal_ = base;
+  landEnd_ = bytes;
+  landSendAt_ = at;
+}
+
+void* FifoConnection::landingFor(size_t bytes) {
+  if (landBroken_ || (p_.remote != RemoteMode::kDirect && p_.remote != RemoteMode::kMapped))
+    return nullptr;
+  const uint64_t v = out_.ctl->landing.version.load(std::memory_order_acquire);
+  if (v != landVersion_ && !(v & 1)) adoptLanding(v);
+  if (!landLocal_ || landSendAt_ + bytes > landEnd_) return nullptr;
+  if (sendTail_ - sendHeadCache_ >= kMaxSlots) {
+    sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
+    if (sendTail_ - sendHeadCache_ >= kMaxSlots) return nullptr;
+  }
+  return landLocal_ + landSendAt_;
+}
+
+void FifoConnection::postLanded(uint32_t bytes, uint32_t tag) {
+  sendInline_ = false;
+  publish(bytes | kLandedFlag, tag, 0);
 }
 
 }  // namespace weft::transport

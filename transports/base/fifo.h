@@ -25,6 +25,8 @@ inline constexpr uint32_t kMaxSlots = 64;
 inline constexpr uint32_t kInlineBytes = 232;
 inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
 inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
+inline constexpr uint32_t kLandedFlag = 1u << 29;  // the sender wrote the data at the receiver's landing
+inline constexpr uint32_t kSizeFlags = kInlineFlag | kMappedFlag | kLandedFlag;
 
 struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;  // message index + 1 once published
@@ -53,6 +55,23 @@ struct HelpBoard {
   MappedRef dstRegion;   // the receiver's region holding dst (when the sender must map it)
 };
 
+// A receiver's offer of where its next messages go: from message `firstMsg` on, in order, they
+// fill [dst, dst + bytes) of its memory, and a sender that can write there may store a message's
+// data in place and publish only its descriptor (kLandedFlag): nobody copies it again. The
+// receiver rewrites the offer under a sequence lock (`version` odd meanwhile); every field is an
+// atomic so a sender reading during a rewrite reads no torn word, only a version to retry.
+// Lives in the sender -> receiver direction.
+struct LandingOffer {
+  alignas(64) std::atomic<uint64_t> version;
+  std::atomic<uint64_t> firstMsg;
+  std::atomic<uint64_t> dst;    // in the receiver's address space
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> regionInode;  // the receiver's ncclMemAlloc'd region holding dst ...
+  std::atomic<uint64_t> regionBase;
+  std::atomic<uint64_t> regionBytes;
+  std::atomic<int64_t> regionFd;      // ... or -1: same address space
+};
+
 struct FifoControl {
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> dataHead;
@@ -62,6 +81,7 @@ struct FifoControl {
   uint64_t magic;
   SlotInfo info[kMaxSlots];
   HelpBoard help;
+  LandingOffer landing;
 };
 
 // How a receiver reaches memory named by a rendezvous message: not at all, directly (same
@@ -118,6 +138,9 @@ class FifoConnection : public Connection {
   void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
   void land(void* dst, const void* src, size_t bytes, Store store) override;
   bool assist() override;
+  bool offerLanding(void* dst, size_t bytes) override;
+  void* landingFor(size_t bytes) override;
+  void postLanded(uint32_t bytes, uint32_t tag) override;
   const char* transportName() const override { return p_.name; }
 
  private:
@@ -134,11 +157,21 @@ class FifoConnection : public Connection {
   uint64_t mappedHead_ = 0;
   uint32_t offerId_ = 0;         // receiver: the last offer made on the help board
   bool helpBroken_ = false;      // sender: the receiver's memory cannot be mapped; never help
+  // Receiver: the landing offered last; messages from landFirst_ on fill it, landRecvAt_ so far.
+  char* landDst_ = nullptr;
+  uint64_t landFirst_ = 0, landBytes_ = 0, landRecvAt_ = 0;
+  // Sender: the offer adopted (its version), where it is mapped here, and bytes posted into it.
+  uint64_t landVersion_ = 0;
+  char* landLocal_ = nullptr;
+  uint64_t landEnd_ = 0, landSendAt_ = 0;
+  void* landToken_ = nullptr;
+  bool landBroken_ = false;      // sender: the receiver's memory cannot be mapped; never land
+  void adoptLanding(uint64_t version);
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
   bool offerCopy(char* dst, const char* src, size_t bytes, Store store);
   void waitForHelper(uint32_t pieces);
   static bool usesDataSlot(const SlotInfo& info) {
-    return info.remote == 0 && !(info.bytes & kInlineFlag);
+    return info.remote == 0 && !(info.bytes & (kInlineFlag | kLandedFlag));
   }
   void probePeer();
 };

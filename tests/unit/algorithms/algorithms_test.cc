@@ -209,6 +209,35 @@ INSTANTIATE_TEST_SUITE_P(All, AlgorithmGrid, testing::ValuesIn(allCases()),
                                   plan::collectiveName(info.param.coll);
                          });
 
+// Two ranks' rsag allreduce reduces each slice and forwards it at once, on the channel the
+// peer's allgather half receives on (the executor can then store it straight into the peer's
+// output); the send channel is part of the plan the verifier checks.
+TEST(Rsag, TwoRanksForwardEachReducedSliceOnTheGatherChannel) {
+  const Options o{2, 16};
+  const plan::VerifyOptions v{16, 2};
+  const Plan p = build("rsag", makeSpec(Collective::kAllReduce, 2, 0, 1000), o);
+  ASSERT_EQ(plan::verifyMessage(p, v), "");
+  for (const plan::Program& prog : p.programs) {
+    int forwarding = 0;
+    for (const plan::Lane& lane : prog.lanes) {
+      if (lane.sendChannel < 0) continue;
+      ++forwarding;
+      EXPECT_EQ(lane.sendChannel, lane.channel + 1);
+      for (const plan::Step& st : lane.steps) EXPECT_EQ(st.op, plan::Op::kRecvReduceCopySend);
+    }
+    EXPECT_EQ(forwarding, o.channels);
+    EXPECT_EQ(prog.lanes.size(), 3u * o.channels) << "no separate allgather send lane";
+  }
+  EXPECT_NE(plan::toText(p).find("sendChannel=1"), std::string::npos);
+  // Forwarding on the reduce-scatter channel instead mixes the two halves' messages.
+  Plan bad = p;
+  for (plan::Lane& lane : bad.programs[1].lanes) lane.sendChannel = -1;
+  EXPECT_NE(plan::verifyMessage(bad, v), "");
+  // More ranks keep the separate allgather sends.
+  const Plan four = build("rsag", makeSpec(Collective::kAllReduce, 4, 0, 1000), o);
+  for (const plan::Lane& lane : four.programs[0].lanes) EXPECT_EQ(lane.sendChannel, -1);
+}
+
 TEST(Ring, NeedsChunksThatFitTheFifo) {
   // 64-element ring messages through FIFOs of two 16-element slots: every rank's first message
   // fills its FIFO and nobody can forward.

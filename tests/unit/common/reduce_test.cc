@@ -616,6 +616,17 @@ TEST_P(ReduceSimdTest, MatchesScalarBitForBitOnRandomInputs) {
             kernels::reduceWith(SimdLevel::kScalar, t, v.op, ref.data(), a.data(), v.scaleA,
                                 b.data(), v.scaleB, n, &s);
             ASSERT_TRUE(sameResult(t, d.data(), ref.data(), n, a.data(), b.data()));
+            // Twice: both destinations get the same bits, whether they share an alignment (one
+            // vector pass) or not (reduce, then copy).
+            for (size_t off2 : {off, off + 3}) {
+              Buffer d1(n * size, off), d2(n * size, off2);
+              kernels::reduceTwiceWith(GetParam(), t, v.op, d1.data(), d2.data(), a.data(),
+                                       v.scaleA, b.data(), v.scaleB, n, &s,
+                                       stream ? Store::kStreaming : Store::kCached);
+              ASSERT_TRUE(sameResult(t, d1.data(), ref.data(), n, a.data(), b.data()));
+              ASSERT_TRUE(sameResult(t, d2.data(), ref.data(), n, a.data(), b.data()));
+              ASSERT_TRUE(d1.guardsIntact() && d2.guardsIntact());
+            }
             // In place gives the same bits.
             std::vector<char> aCopy(a.data(), a.data() + n * size);
             kernels::reduceWith(GetParam(), t, v.op, a.data(), a.data(), v.scaleA, b.data(),

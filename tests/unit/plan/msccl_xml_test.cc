@@ -363,6 +363,14 @@ TEST(MscclExport, RefusesWhatMscclCannotSay) {
   ChunkPlan s = handBuilt();
   s.coll = Collective::kSendRecv;
   EXPECT_THROW(exportMsccl(s), Error);
+  ChunkPlan t = handBuilt();
+  t.programs[0].lanes[0].sendChannel = 1;  // a thread block has one channel
+  try {
+    exportMsccl(t);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one channel"), std::string::npos) << e.what();
+  }
 }
 
 // ---- One test per class of malformed input. ----
