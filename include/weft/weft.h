@@ -5,6 +5,8 @@
 #ifndef WEFT_WEFT_H_
 #define WEFT_WEFT_H_
 
+#include <stdint.h>
+
 #include "nccl.h"
 
 #ifdef __cplusplus
