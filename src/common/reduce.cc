@@ -246,28 +246,42 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
 // 8 MiB: beyond the share of last-level cache one core can count on here (32 MiB, 2 cores).
 std::atomic<size_t> gStreamMinBytes{size_t{8} << 20};
 
-void runReduce(SimdLevel level, ReduceArgs r, Store store) {
+// Streaming stores need an aligned destination: the head up to dst's next 64-byte line goes
+// through scalar code; returns the rest.
+ReduceArgs reduceHeadToLine(ReduceArgs r) {
+  const size_t size = dataTypeSize(r.type);
+  ReduceArgs first = r;
+  first.count = std::min(r.count, (64 - reinterpret_cast<uintptr_t>(r.dst) % 64) % 64 / size);
+  reduceScalar(first);
+  return advanced(r, first.count);
+}
+
+// The level's vector kernel over what it can, scalar code over the rest; returns the elements
+// the vector kernel did.
+size_t reduceBody(SimdLevel level, const ReduceArgs& r) {
   size_t done = 0;
 #if defined(__x86_64__)
-  const size_t size = dataTypeSize(r.type);
-  const auto dstAddr = reinterpret_cast<uintptr_t>(r.dst);
-  if (level != SimdLevel::kScalar && r.dst != r.a && r.dst != r.b && dstAddr % size == 0 &&
-      (store == Store::kStreaming ||
-       r.count * size >= gStreamMinBytes.load(std::memory_order_relaxed))) {
-    // Streaming stores need an aligned destination: do the head up to 64 bytes in scalar code.
-    size_t head = std::min(r.count, (64 - dstAddr % 64) % 64 / size);
-    ReduceArgs first = r;
-    first.count = head;
-    reduceScalar(first);
-    r = advanced(r, head);
-    r.stream = true;
-  }
   if (level == SimdLevel::kAvx512)
     done = kernels::reduceAvx512(r);
   else if (level == SimdLevel::kAvx2)
     done = kernels::reduceAvx2(r);
 #endif
   if (done < r.count) reduceScalar(advanced(r, done));
+  return done;
+}
+
+void runReduce(SimdLevel level, ReduceArgs r, Store store) {
+#if defined(__x86_64__)
+  const size_t size = dataTypeSize(r.type);
+  if (level != SimdLevel::kScalar && r.dst != r.a && r.dst != r.b &&
+      reinterpret_cast<uintptr_t>(r.dst) % size == 0 &&
+      (store == Store::kStreaming ||
+       r.count * size >= gStreamMinBytes.load(std::memory_order_relaxed))) {
+    r = reduceHeadToLine(r);
+    r.stream = true;
+  }
+#endif
+  reduceBody(level, r);
 }
 
 // Non-temporal copy of whole cache lines where the regions do not overlap; the head up to
@@ -411,22 +425,12 @@ void reduceTwiceWith(SimdLevel level, DataType t, RedOp op, void* dst, void* dst
   }
   ReduceArgs r{t, op, dst, a, b, nullptr, nullptr, count, false};
   if (op == RedOp::kPreMulSum || op == RedOp::kAvg) r.op = RedOp::kSum;
-  // Both destinations share their alignment: the head up to 64 bytes goes through scalar code.
-  const size_t head = store == Store::kStreaming ? std::min(count, (64 - d % 64) % 64 / size) : 0;
-  ReduceArgs first = r;
-  first.count = head;
-  reduceScalar(first);
-  r = advanced(r, head);
+  // Both destinations share their alignment, so one head serves both.
+  if (store == Store::kStreaming) r = reduceHeadToLine(r);
+  const size_t head = count - r.count;
   r.stream = store == Store::kStreaming;
   r.dst2 = static_cast<char*>(dst2) + head * size;
-  size_t done = 0;
-#if defined(__x86_64__)
-  if (level == SimdLevel::kAvx512)
-    done = kernels::reduceAvx512(r);
-  else if (level == SimdLevel::kAvx2)
-    done = kernels::reduceAvx2(r);
-#endif
-  if (done < r.count) reduceScalar(advanced(r, done));
+  const size_t done = reduceBody(level, r);
   // The scalar head and tail reach dst2 by copy.
   std::memcpy(dst2, dst, head * size);
   const size_t from = (head + done) * size;
