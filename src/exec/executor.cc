@@ -286,7 +286,7 @@ class WorkRunner {
     void* out = nullptr;
     // The receiver offered where this goes: store it there as it is produced.
     char* land = ls.send && mayLand(s.op) && landingBytes() && bytes >= rendezvousBytes()
-                     ? static_cast<char*>(ls.send->landingFor(bytes))
+                     ? static_cast<char*>(ls.send->landingFor(bytes, w_->laneTags[lane]))
                      : nullptr;
     if (ls.send && !land) {
       out = ls.send->sendSlotFor(bytes);
@@ -424,7 +424,7 @@ class WorkRunner {
     const char* in = w_->buffers[plan::kInput];
     const uint64_t inBytes = plan::bufferSizes(w_->plan->spec, w_->rank).input * elemSize_;
     if ((in && dst < in + inBytes && in < dst + bytes) || busy(dst, dst + bytes)) return;
-    ls.recv->offerLanding(dst, bytes);
+    ls.recv->offerLanding(dst, bytes, w_->laneTags[lane]);
   }
 
   void* bounceFor(size_t bytes) {

@@ -15,6 +15,9 @@
 namespace weft::test {
 namespace {
 
+// The operation's tag, as the executor passes its lane's: offer and landing must agree.
+constexpr uint32_t kTag = 0x5eed;
+
 uint8_t pattern(uint64_t i, int salt) { return static_cast<uint8_t>(i * 13 + (i >> 11) + salt); }
 
 void fill(char* p, size_t bytes, uint64_t from, int salt) {
@@ -55,12 +58,12 @@ TEST_P(Landing, MessagesLandInOrderAfterThoseSentBeforeTheOffer) {
   std::memcpy(slot, msg.data(), first);
   tx.post(first, 0);
 
-  ASSERT_TRUE(rx.offerLanding(out, total));
+  ASSERT_TRUE(rx.offerLanding(out, total, kTag));
   uint64_t at = first;
   for (size_t m = 0; m < landed.size(); ++m) {
     // Over shm the sender writes through its own mapping of the region: where the bytes land
     // is checked at the end, in the receiver's memory.
-    char* place = static_cast<char*>(tx.landingFor(landed[m]));
+    char* place = static_cast<char*>(tx.landingFor(landed[m], kTag));
     ASSERT_NE(place, nullptr) << "message " << m + 1 << " was not offered a landing";
     if (std::string(GetParam()) == "local") EXPECT_EQ(place, out + at);
     fill(place, landed[m], at, 1);
@@ -68,7 +71,7 @@ TEST_P(Landing, MessagesLandInOrderAfterThoseSentBeforeTheOffer) {
     at += landed[m];
   }
   // The offer is full: the next message goes the ordinary way.
-  EXPECT_EQ(tx.landingFor(16), nullptr);
+  EXPECT_EQ(tx.landingFor(16, kTag), nullptr);
   slot = tx.sendSlotFor(16);
   ASSERT_NE(slot, nullptr);
   std::memset(slot, 0x5a, 16);
@@ -106,8 +109,8 @@ TEST_P(Landing, ANewOfferReplacesTheOld) {
   MemfdRegion dst(1 << 20);
   std::memset(dst.data(), 0, 1 << 20);
   const uint32_t k64 = 64 << 10;
-  ASSERT_TRUE(rx.offerLanding(dst.data(), 2 * k64));
-  char* place = static_cast<char*>(tx.landingFor(2 * k64));
+  ASSERT_TRUE(rx.offerLanding(dst.data(), 2 * k64, kTag));
+  char* place = static_cast<char*>(tx.landingFor(2 * k64, kTag));
   ASSERT_NE(place, nullptr);
   fill(place, 2 * k64, 0, 2);
   tx.postLanded(2 * k64, 1);
@@ -115,9 +118,9 @@ TEST_P(Landing, ANewOfferReplacesTheOld) {
   rx.release();
   // The second offer: two messages fill it back to back.
   char* second = dst.data() + 8 * k64;
-  ASSERT_TRUE(rx.offerLanding(second, 4 * k64));
+  ASSERT_TRUE(rx.offerLanding(second, 4 * k64, kTag));
   for (uint32_t m = 0; m < 2; ++m) {
-    place = static_cast<char*>(tx.landingFor(k64));
+    place = static_cast<char*>(tx.landingFor(k64, kTag));
     ASSERT_NE(place, nullptr);
     fill(place, k64, m * k64, 3);
     tx.postLanded(k64, 2 + m);
@@ -127,12 +130,23 @@ TEST_P(Landing, ANewOfferReplacesTheOld) {
     rx.release();
   }
   // What is left of the offer is too small for this one.
-  EXPECT_EQ(tx.landingFor(2 * k64 + 1), nullptr);
+  EXPECT_EQ(tx.landingFor(2 * k64 + 1, kTag), nullptr);
   for (uint64_t i = 0; i < 2 * k64; ++i) {
     ASSERT_EQ(static_cast<uint8_t>(dst.data()[i]), pattern(i, 2)) << "byte " << i;
     ASSERT_EQ(static_cast<uint8_t>(second[i]), pattern(i, 3)) << "byte " << i;
   }
   EXPECT_EQ(dst.data()[2 * k64], 0) << "nothing lands between the offers";
+}
+
+// A sender in another operation than the one the receiver waits in (ranks that called
+// mismatched collectives) must not write into the receiver's buffer.
+TEST_P(Landing, AnotherOperationDoesNotLand) {
+  TransportPair pair(GetParam());
+  auto c = pair.connect(0);
+  MemfdRegion dst(1 << 20);
+  ASSERT_TRUE(c.second->offerLanding(dst.data(), 1 << 20, kTag));
+  EXPECT_EQ(c.first->landingFor(4096, kTag + 1), nullptr);
+  EXPECT_NE(c.first->landingFor(4096, kTag), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Landing, ::testing::Values("local", "shm"),
@@ -143,8 +157,8 @@ void expectNoLanding(const char* transport) {
   TransportPair pair(transport);
   auto c = pair.connect(0);
   std::vector<char> plain(1 << 20);
-  EXPECT_FALSE(c.second->offerLanding(plain.data(), plain.size()));
-  EXPECT_EQ(c.first->landingFor(4096), nullptr);
+  EXPECT_FALSE(c.second->offerLanding(plain.data(), plain.size(), kTag));
+  EXPECT_EQ(c.first->landingFor(4096, kTag), nullptr);
 }
 
 // shm reaches only ncclMemAlloc'd (registered) memory of its peer: no offer elsewhere.

@@ -74,12 +74,14 @@ class Connection {
   // --- Landing (optional): the receiver names its destination ahead, and a sender that can
   // write there stores the data in place (fused with the reduction that produces it) instead of
   // the receiver copying it again.
-  // Receiver side: messages from the next unreceived one on fill [dst, dst+bytes) in order.
-  // True if offered. recvMessage() then returns a landed message's place in dst as its data.
-  virtual bool offerLanding(void* dst, size_t bytes) { return false; }
+  // Receiver side: messages tagged `tag` from the next unreceived one on fill [dst, dst+bytes)
+  // in order. True if offered. recvMessage() then returns a landed message's place in dst as
+  // its data.
+  virtual bool offerLanding(void* dst, size_t bytes, uint32_t tag) { return false; }
   // Sender side: where the next message's `bytes` go in the receiver's memory (mapped here), or
-  // nullptr (no offer covers it, or no descriptor is free). Write them, then postLanded().
-  virtual void* landingFor(size_t bytes) { return nullptr; }
+  // nullptr (no offer covers it, it was made for another tag, i.e. a mismatched operation, or
+  // no descriptor is free). Write them, then postLanded().
+  virtual void* landingFor(size_t bytes, uint32_t tag) { return nullptr; }
   virtual void postLanded(uint32_t bytes, uint32_t tag) {
     fail(Status::kInternalError, "transport has no landing");
   }

@@ -414,7 +414,7 @@ bool FifoConnection::assist() {
 
 namespace weft::transport {
 
-bool FifoConnection::offerLanding(void* dst, size_t bytes) {
+bool FifoConnection::offerLanding(void* dst, size_t bytes, uint32_t tag) {
   LandingOffer& o = in_.ctl->landing;
   int64_t fd = -1;
   SharedRegion r{};
@@ -430,6 +430,7 @@ bool FifoConnection::offerLanding(void* dst, size_t bytes) {
   o.firstMsg.store(recvHead_, std::memory_order_relaxed);
   o.dst.store(reinterpret_cast<uint64_t>(dst), std::memory_order_relaxed);
   o.bytes.store(bytes, std::memory_order_relaxed);
+  o.tag.store(tag, std::memory_order_relaxed);
   o.regionInode.store(r.inode, std::memory_order_relaxed);
   o.regionBase.store(reinterpret_cast<uint64_t>(r.base), std::memory_order_relaxed);
   o.regionBytes.store(r.bytes, std::memory_order_relaxed);
@@ -447,6 +448,7 @@ void FifoConnection::adoptLanding(uint64_t version) {
   const uint64_t first = o.firstMsg.load(std::memory_order_relaxed);
   const uint64_t dst = o.dst.load(std::memory_order_relaxed);
   const uint64_t bytes = o.bytes.load(std::memory_order_relaxed);
+  const uint32_t tag = o.tag.load(std::memory_order_relaxed);
   MappedRef region{o.regionInode.load(std::memory_order_relaxed),
                    o.regionBase.load(std::memory_order_relaxed),
                    o.regionBytes.load(std::memory_order_relaxed),
@@ -476,16 +478,17 @@ void FifoConnection::adoptLanding(uint64_t version) {
     base = mapped + (dst - region.base);
   }
   landLocal_ = base;
+  landTag_ = tag;
   landEnd_ = bytes;
   landSendAt_ = at;
 }
 
-void* FifoConnection::landingFor(size_t bytes) {
+void* FifoConnection::landingFor(size_t bytes, uint32_t tag) {
   if (landBroken_ || (p_.remote != RemoteMode::kDirect && p_.remote != RemoteMode::kMapped))
     return nullptr;
   const uint64_t v = out_.ctl->landing.version.load(std::memory_order_acquire);
   if (v != landVersion_ && !(v & 1)) adoptLanding(v);
-  if (!landLocal_ || landSendAt_ + bytes > landEnd_) return nullptr;
+  if (!landLocal_ || landSendAt_ + bytes > landEnd_ || tag != landTag_) return nullptr;
   if (sendTail_ - sendHeadCache_ >= kMaxSlots) {
     sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
     if (sendTail_ - sendHeadCache_ >= kMaxSlots) return nullptr;

@@ -66,6 +66,7 @@ struct LandingOffer {
   std::atomic<uint64_t> firstMsg;
   std::atomic<uint64_t> dst;    // in the receiver's address space
   std::atomic<uint64_t> bytes;
+  std::atomic<uint32_t> tag;    // of the operation the receiver waits in; others never land
   std::atomic<uint64_t> regionInode;  // the receiver's ncclMemAlloc'd region holding dst ...
   std::atomic<uint64_t> regionBase;
   std::atomic<uint64_t> regionBytes;
@@ -138,8 +139,8 @@ class FifoConnection : public Connection {
   void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
   void land(void* dst, const void* src, size_t bytes, Store store) override;
   bool assist() override;
-  bool offerLanding(void* dst, size_t bytes) override;
-  void* landingFor(size_t bytes) override;
+  bool offerLanding(void* dst, size_t bytes, uint32_t tag) override;
+  void* landingFor(size_t bytes, uint32_t tag) override;
   void postLanded(uint32_t bytes, uint32_t tag) override;
   const char* transportName() const override { return p_.name; }
 
@@ -164,6 +165,7 @@ class FifoConnection : public Connection {
   uint64_t landVersion_ = 0;
   char* landLocal_ = nullptr;
   uint64_t landEnd_ = 0, landSendAt_ = 0;
+  uint32_t landTag_ = 0;
   void* landToken_ = nullptr;
   bool landBroken_ = false;      // sender: the receiver's memory cannot be mapped; never land
   void adoptLanding(uint64_t version);
