@@ -5,11 +5,14 @@
 // take more, and a destination the sender cannot reach must not be offered.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/conformance/memfd_region.h"
+#include "transports/base/fifo.h"
 #include "tests/conformance/pair_harness.h"
 
 namespace weft::test {
@@ -151,6 +154,37 @@ TEST_P(Landing, AnotherOperationDoesNotLand) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, Landing, ::testing::Values("local", "shm"),
                          [](const auto& info) { return std::string(info.param); });
+
+// A connection opened over a FIFO that an earlier one used ignores the offers already in
+// memory (made for memory that may be gone) and takes those made from then on.
+TEST(LandingFifo, ANewConnectionIgnoresOffersAlreadyMade) {
+  const size_t bytes = transport::fifoBytes(4, 4096);
+  auto block = [&] {
+    void* p = std::aligned_alloc(4096, bytes);
+    transport::fifoInit(p);
+    return std::unique_ptr<void, decltype(&std::free)>(p, &std::free);
+  };
+  auto ab = block(), ba = block();
+  auto open = [&](void* out, void* in) {
+    transport::FifoConnection::Params p;
+    p.outMem = out;
+    p.inMem = in;
+    p.slots = 4;
+    p.slotBytes = 4096;
+    p.remote = transport::RemoteMode::kDirect;
+    return std::make_unique<transport::FifoConnection>(p);
+  };
+  std::vector<char> dst(1 << 16);
+  auto sender = open(ab.get(), ba.get());
+  auto receiver = open(ba.get(), ab.get());
+  ASSERT_TRUE(receiver->offerLanding(dst.data(), dst.size(), kTag));
+  EXPECT_EQ(sender->landingFor(4096, kTag), dst.data());
+  sender.reset();
+  auto again = open(ab.get(), ba.get());
+  EXPECT_EQ(again->landingFor(4096, kTag), nullptr) << "an offer from before must not be taken";
+  ASSERT_TRUE(receiver->offerLanding(dst.data() + 4096, 8192, kTag));
+  EXPECT_EQ(again->landingFor(4096, kTag), dst.data() + 4096);
+}
 
 // A receiver that cannot be reached offers nothing, and its sender finds no landing.
 void expectNoLanding(const char* transport) {

@@ -90,6 +90,9 @@ FifoConnection::FifoConnection(Params p) : p_(std::move(p)) {
     if (usesDataSlot(info)) ++dataTail_;
   }
   offerId_ = claimId(in_.ctl->help.claim.load(std::memory_order_acquire));
+  // An offer already in memory was made to an earlier connection over this FIFO, for memory
+  // that may be gone: only offers made from now on count.
+  landVersion_ = out_.ctl->landing.version.load(std::memory_order_acquire);
   recvHead_ = in_.ctl->head.load(std::memory_order_acquire);
   recvDataHead_ = in_.ctl->dataHead.load(std::memory_order_acquire);
   if (p_.remote == RemoteMode::kCma || p_.remote == RemoteMode::kMapped) {
