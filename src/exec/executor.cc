@@ -330,9 +330,9 @@ class WorkRunner {
       }
     }
     const char* refFrom = s.op == Op::kSend ? ptr(s.src, d) : dst;  // what a reference names
-    const bool byRef = !land && w_->byReference && ls.send && bytes >= rendezvousBytes() && bytes > 0 &&
-                       s.op != Op::kRecvReduceSend && !(s.op == Op::kSend && scaleFor(s.src)) &&
-                       ls.send->peerCanRead(refFrom, bytes);
+    const bool byRef = !land && w_->byReference && ls.send && bytes >= rendezvousBytes() &&
+                       bytes > 0 && s.op != Op::kRecvReduceSend &&
+                       !(s.op == Op::kSend && scaleFor(s.src)) && ls.send->peerCanRead(refFrom, bytes);
     const uint32_t tag = w_->laneTags[lane];
     switch (s.op) {
       case Op::kSend:
@@ -387,41 +387,29 @@ class WorkRunner {
     if (land) {
       ls.send->postLanded(static_cast<uint32_t>(bytes), tag);
       gLandedSlices.fetch_add(1, std::memory_order_relaxed);
+    } else if (ls.send && !byRef) {
+      ls.send->post(static_cast<uint32_t>(bytes), tag);
     }
-    else if (ls.send && !byRef) ls.send->post(static_cast<uint32_t>(bytes), tag);
     ls.done += n;
     if (ls.done >= s.count) return finishStep(ls);
     return 1;
   }
 
-  // Whether some step of `lane` receives from `peer` on `channel`.
-  bool receivesOn(int32_t lane, int32_t peer, int32_t channel) const {
-    const plan::Lane& L = w_->program->lanes[lane];
-    if (L.channel != channel) return false;
-    for (const plan::Step& s : L.steps)
-      if (plan::opRecvs(s.op) && s.recvPeer == peer) return true;
-    return false;
-  }
-
   // At the first of a lane's receives: offers the sender the destination of this run of
-  // receives (same peer, contiguous, and no step of another lane that receives on this link due
-  // in between) to store into directly. Not where a peer may still read (our by-reference
+  // receives (same peer, contiguous, and no dependencies after the first: a step that waits on
+  // another lane could let that lane's messages on this link in between, which a verified plan
+  // otherwise orders) to store into directly. Not where a peer may still read (our by-reference
   // messages) or this rank's input lies (what it sends during the call).
   void offerLanding(int lane, LaneState& ls) {
     const auto& steps = w_->program->lanes[lane].steps;
     const plan::Step& first = steps[ls.step];
-    const int32_t channel = w_->program->lanes[lane].channel;
     uint64_t elems = first.count;
     size_t j = ls.step + 1;
     for (; j < steps.size(); ++j) {
       const plan::Step &s = steps[j], &prev = steps[j - 1];
-      if (s.op != Op::kRecv || s.recvPeer != first.recvPeer ||
+      if (s.op != Op::kRecv || s.recvPeer != first.recvPeer || !s.deps.empty() ||
           s.dst.buffer != first.dst.buffer || s.dst.offset != prev.dst.offset + prev.count)
         break;
-      bool interleaves = false;
-      for (const plan::StepRef& d : s.deps)
-        interleaves |= d.lane != lane && receivesOn(d.lane, first.recvPeer, channel);
-      if (interleaves) break;
       elems += s.count;
     }
     ls.landingEnd = j;
