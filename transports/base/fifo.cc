@@ -45,6 +45,14 @@ void copyPiece(char* dst, const char* src, uint64_t bytes, uint32_t piece, uint6
                store);
 }
 
+// The MappedRef a peer maps this process's shared region holding [p, p+bytes) by.
+bool sharedRegionRef(const void* p, size_t bytes, MappedRef* ref) {
+  SharedRegion r;
+  if (!findSharedRegion(p, bytes, &r)) return false;
+  *ref = {r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
+  return true;
+}
+
 }  // namespace
 
 static size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -137,9 +145,8 @@ bool FifoConnection::peerCanReadMe() {
 }
 
 void FifoConnection::postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
-  SharedRegion r;
-  if (p_.remote == RemoteMode::kMapped && findSharedRegion(addr, bytes, &r)) {
-    MappedRef ref{r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
+  MappedRef ref;
+  if (p_.remote == RemoteMode::kMapped && sharedRegionRef(addr, bytes, &ref)) {
     static_assert(sizeof(ref) <= kInlineBytes);
     std::memcpy(out_.ctl->info[sendTail_ % kMaxSlots].inlineData, &ref, sizeof ref);
     sendInline_ = false;
@@ -214,11 +221,14 @@ void FifoConnection::readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
   }
 }
 
+bool FifoConnection::descriptorFree() {
+  if (sendTail_ - sendHeadCache_ < kMaxSlots) return true;
+  sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
+  return sendTail_ - sendHeadCache_ < kMaxSlots;
+}
+
 void* FifoConnection::sendSlotFor(size_t bytes) {
-  if (sendTail_ - sendHeadCache_ >= kMaxSlots) {
-    sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
-    if (sendTail_ - sendHeadCache_ >= kMaxSlots) return nullptr;
-  }
+  if (!descriptorFree()) return nullptr;
   // Remember where the caller will write: post() marks the message inline only if it was.
   sendInline_ = bytes <= kInlineBytes;
   if (sendInline_) return out_.ctl->info[sendTail_ % kMaxSlots].inlineData;
@@ -300,15 +310,31 @@ void FifoConnection::land(void* dst, const void* src, size_t bytes, Store store)
   copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
 }
 
-bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store store) {
-  MappedRef region{};
-  if (p_.remote == RemoteMode::kMapped) {
-    SharedRegion r;
-    if (!findSharedRegion(dst, bytes, &r)) return false;  // the sender could not write there
-    region = {r.inode, reinterpret_cast<uint64_t>(r.base), r.bytes, r.fd, 0};
-  } else if (p_.remote != RemoteMode::kDirect) {
-    return false;
+bool FifoConnection::peerCanWrite(const void* dst, size_t bytes, MappedRef* region) const {
+  *region = MappedRef{};
+  if (p_.remote == RemoteMode::kDirect) return true;
+  return p_.remote == RemoteMode::kMapped && sharedRegionRef(dst, bytes, region);
+}
+
+char* FifoConnection::mapReceiverMemory(const MappedRef& region, uint64_t at, uint64_t bytes,
+                                        void** token, bool* denied) const {
+  *denied = false;
+  char* base = acquirePeerRegion(p_.peerPid, region, token, /*writable=*/true);
+  if (!base) {
+    *denied = true;
+    return nullptr;
   }
+  if (at < region.base || at + bytes > region.base + region.bytes) {
+    releasePeerRegion(*token);
+    *token = nullptr;
+    return nullptr;
+  }
+  return base + (at - region.base);
+}
+
+bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store store) {
+  MappedRef region;
+  if (!peerCanWrite(dst, bytes, &region)) return false;
   const uint64_t pieces = (bytes + kHelpPieceBytes - 1) / kHelpPieceBytes;
   if (pieces > kMaxHelpPieces) return false;
   HelpBoard& b = in_.ctl->help;
@@ -388,16 +414,14 @@ bool FifoConnection::assist() {
       if (p_.remote == RemoteMode::kDirect) {
         dst = reinterpret_cast<char*>(b.dst);
       } else {
-        const MappedRef region = b.dstRegion;
-        const uint64_t at = b.dst;
-        char* base = acquirePeerRegion(p_.peerPid, region, &token, /*writable=*/true);
-        if (!base || at < region.base || at + bytes > region.base + region.bytes) {
+        bool denied = false;
+        dst = mapReceiverMemory(b.dstRegion, b.dst, bytes, &token, &denied);
+        if (!dst) {
           // No permission, say: the receiver copies alone from now on. (Unless the fields were
           // being rewritten for the next offer as they were read: then just stop here.)
-          if (!base && b.claim.load(std::memory_order_acquire) == c) helpBroken_ = true;
+          if (denied && b.claim.load(std::memory_order_acquire) == c) helpBroken_ = true;
           break;
         }
-        dst = base + (at - region.base);
       }
       mappedFor = id;
     }
@@ -419,14 +443,8 @@ namespace weft::transport {
 
 bool FifoConnection::offerLanding(void* dst, size_t bytes, uint32_t tag) {
   LandingOffer& o = in_.ctl->landing;
-  int64_t fd = -1;
-  SharedRegion r{};
-  if (p_.remote == RemoteMode::kMapped) {
-    if (!findSharedRegion(dst, bytes, &r)) return false;  // the sender could not write there
-    fd = r.fd;
-  } else if (p_.remote != RemoteMode::kDirect) {
-    return false;
-  }
+  MappedRef r;
+  if (!peerCanWrite(dst, bytes, &r)) return false;
   const uint64_t v = o.version.load(std::memory_order_relaxed);
   o.version.store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
@@ -435,9 +453,9 @@ bool FifoConnection::offerLanding(void* dst, size_t bytes, uint32_t tag) {
   o.bytes.store(bytes, std::memory_order_relaxed);
   o.tag.store(tag, std::memory_order_relaxed);
   o.regionInode.store(r.inode, std::memory_order_relaxed);
-  o.regionBase.store(reinterpret_cast<uint64_t>(r.base), std::memory_order_relaxed);
+  o.regionBase.store(r.base, std::memory_order_relaxed);
   o.regionBytes.store(r.bytes, std::memory_order_relaxed);
-  o.regionFd.store(fd, std::memory_order_relaxed);
+  o.regionFd.store(r.fd, std::memory_order_relaxed);
   o.version.store(v + 2, std::memory_order_release);
   landDst_ = static_cast<char*>(dst);
   landFirst_ = recvHead_;
@@ -467,18 +485,10 @@ void FifoConnection::adoptLanding(uint64_t version) {
   uint64_t at = 0;
   for (uint64_t m = first; m < sendTail_; ++m) at += out_.ctl->info[m % kMaxSlots].bytes & ~kSizeFlags;
   if (at >= bytes) return;
-  char* base = nullptr;
-  if (region.fd < 0) {
-    base = reinterpret_cast<char*>(dst);
-  } else {
-    char* mapped = acquirePeerRegion(p_.peerPid, region, &landToken_, /*writable=*/true);
-    if (!mapped || dst < region.base || dst + bytes > region.base + region.bytes) {
-      if (!mapped) landBroken_ = true;  // no permission, say: never try again
-      if (landToken_) releasePeerRegion(landToken_);
-      landToken_ = nullptr;
-      return;
-    }
-    base = mapped + (dst - region.base);
+  char* base = reinterpret_cast<char*>(dst);
+  if (region.fd >= 0) {
+    base = mapReceiverMemory(region, dst, bytes, &landToken_, &landBroken_);
+    if (!base) return;  // landBroken_ when the mapping was refused: never try again
   }
   landLocal_ = base;
   landTag_ = tag;
@@ -491,11 +501,8 @@ void* FifoConnection::landingFor(size_t bytes, uint32_t tag) {
     return nullptr;
   const uint64_t v = out_.ctl->landing.version.load(std::memory_order_acquire);
   if (v != landVersion_ && !(v & 1)) adoptLanding(v);
-  if (!landLocal_ || landSendAt_ + bytes > landEnd_ || tag != landTag_) return nullptr;
-  if (sendTail_ - sendHeadCache_ >= kMaxSlots) {
-    sendHeadCache_ = out_.ctl->head.load(std::memory_order_acquire);
-    if (sendTail_ - sendHeadCache_ >= kMaxSlots) return nullptr;
-  }
+  if (!landLocal_ || landSendAt_ + bytes > landEnd_ || tag != landTag_ || !descriptorFree())
+    return nullptr;
   return landLocal_ + landSendAt_;
 }
 

@@ -176,6 +176,15 @@ class FifoConnection : public Connection {
     return info.remote == 0 && !(info.bytes & (kInlineFlag | kLandedFlag));
   }
   void probePeer();
+  // Receiver side: whether the sender can write [dst, dst+bytes), and how it reaches it (fd -1:
+  // the same address space; else this process's ncclMemAlloc'd region holding it).
+  bool peerCanWrite(const void* dst, size_t bytes, MappedRef* region) const;
+  // Sender side: maps the receiver's region writable and returns where its address `at` lies
+  // here, or nullptr (*denied when the mapping itself was refused); *token keeps it mapped.
+  char* mapReceiverMemory(const MappedRef& region, uint64_t at, uint64_t bytes, void** token,
+                          bool* denied) const;
+  // Sender side: a message descriptor is free to post into.
+  bool descriptorFree();
 };
 
 }  // namespace weft::transport
