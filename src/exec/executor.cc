@@ -91,10 +91,10 @@ uint64_t landingBytes() {
 
 std::atomic<uint64_t> gLandedSlices{0};
 
-// Steps whose sends may store their data straight into the receiver's landing.
-bool mayLand(Op op) {
-  return op == Op::kRecvReduceCopySend || op == Op::kRecvCopySend || op == Op::kRecvReduceSend;
-}
+// Steps whose sends may store their data straight into the receiver's landing: forwards of
+// what this rank also keeps (a partial sum, reduce-send, goes on to be reduced again, never
+// into a plain receive the built-in plans offer).
+bool mayLand(Op op) { return op == Op::kRecvReduceCopySend || op == Op::kRecvCopySend; }
 
 // Smallest slice sent by reference instead of by copy (WEFT_RDV_BYTES).
 size_t rendezvousBytes() {
@@ -359,8 +359,8 @@ class WorkRunner {
         else std::memcpy(out, dst, bytes);
         break;
       case Op::kRecvReduceSend:
-        reduce(w_->type, w_->op, land ? land : out, ptr(s.src, d), scaleFor(s.src) != nullptr, in,
-               false, n, &w_->scalar);
+        reduce(w_->type, w_->op, out, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
+               &w_->scalar);
         break;
       case Op::kRecvReduceCopy:
         reduce(w_->type, w_->op, dst, ptr(s.src, d), scaleFor(s.src) != nullptr, in, false, n,
