@@ -1,6 +1,8 @@
 #include "tests/support/collective_check.h"
 
+#include <cstdlib>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "tests/support/values.h"
@@ -228,6 +230,16 @@ CheckResult runCheckRanks(const std::vector<ncclComm_t>& comms, const std::vecto
     result.wrong += wrong;
   }
   return result;
+}
+
+ncclResult_t initAllWithAlgo(std::vector<ncclComm_t>& comms, const char* algo) {
+  const char* before = std::getenv("NCCL_ALGO");
+  const std::string saved = before ? before : "";
+  setenv("NCCL_ALGO", algo, 1);
+  const ncclResult_t r = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), nullptr);
+  if (before) setenv("NCCL_ALGO", saved.c_str(), 1);
+  else unsetenv("NCCL_ALGO");
+  return r;
 }
 
 CheckResult runCheck(const std::vector<ncclComm_t>& comms, const CheckCase& c) {

@@ -29,6 +29,10 @@ struct CheckResult {
   std::string message;  // first failure, for assertions
 };
 
+// ncclCommInitAll of comms.size() ranks in this process with NCCL_ALGO=algo for their plans
+// (the environment is left as it was found).
+ncclResult_t initAllWithAlgo(std::vector<ncclComm_t>& comms, const char* algo);
+
 CheckResult runCheck(const std::vector<ncclComm_t>& comms, const CheckCase& c);
 std::string describe(const CheckCase& c, int nranks);
 

@@ -26,9 +26,7 @@ class LandedAllReduce : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     ASSERT_TRUE(kLandingEnv);
     comms_.resize(2);
-    setenv("NCCL_ALGO", "rsag", 1);
-    ASSERT_EQ(ncclCommInitAll(comms_.data(), 2, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-    unsetenv("NCCL_ALGO");
+    ASSERT_EQ(initAllWithAlgo(comms_, "rsag"), ncclSuccess) << ncclGetLastError(nullptr);
   }
   void TearDown() override {
     for (auto c : comms_)
@@ -74,9 +72,7 @@ TEST_P(LandedAllReduce, EveryOpIsExact) {
 TEST(LandedRing, ForwardsLandExactly) {
   ASSERT_TRUE(kLandingEnv);
   std::vector<ncclComm_t> comms(3);
-  setenv("NCCL_ALGO", "ring", 1);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), 3, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  unsetenv("NCCL_ALGO");
+  ASSERT_EQ(initAllWithAlgo(comms, "ring"), ncclSuccess) << ncclGetLastError(nullptr);
   for (Coll coll : {Coll::kAllReduce, Coll::kAllGather, Coll::kBroadcast})
     for (ncclDataType_t t : {ncclFloat32, ncclInt8})
       for (size_t count : {size_t(1031), size_t(100003)}) {

@@ -24,9 +24,8 @@ class StreamingOutput : public ::testing::TestWithParam<Param> {
   void SetUp() override {
     const int n = std::get<0>(GetParam());
     comms_.resize(n);
-    setenv("NCCL_ALGO", std::get<1>(GetParam()), 1);
-    ASSERT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-    unsetenv("NCCL_ALGO");
+    ASSERT_EQ(initAllWithAlgo(comms_, std::get<1>(GetParam())), ncclSuccess)
+        << ncclGetLastError(nullptr);
   }
   void TearDown() override {
     for (auto c : comms_)
