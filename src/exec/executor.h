@@ -68,6 +68,12 @@ struct RunResult {
 // time (the copies and reductions of all lanes run on it), each gets its share of it.
 std::vector<uint32_t> laneBursts(const plan::Program& program);
 
+// Smallest slice a send passes by reference (the receiver copies it out of the sender's memory)
+// rather than by copy through a slot: WEFT_RDV_BYTES, or by default 4 KiB while every rank of
+// this process's communicators has a core and 32 KiB once ranks outnumber the cores, or where
+// the call writes again what it sends (`rewritesWhatItSends`: an in-place allreduce).
+size_t rendezvousBytes(bool rewritesWhatItSends);
+
 // Slices this process's runs have stored straight into a receiver's landing so far (for tests
 // and diagnostics: whether offers are taken up).
 uint64_t landedSlices();
