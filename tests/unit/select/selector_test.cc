@@ -41,6 +41,9 @@ TEST(Selector, OneHostCopiesRunAtOnce) {
   EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 16 << 20), "direct");
   // Small broadcasts go along a chain: each rank wakes one peer per call.
   EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 8), "ring");
+  EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 8 << 10), "ring");
+  // From a few tens of KiB the receivers' copies at once win over the chain's one by one.
+  EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 32 << 10), "direct");
   // Two ranks: the chain is the direct copy.
   Selector two(2, LinkModel{}, AlgoFilter(""));
   EXPECT_EQ(pick(two, Collective::kBroadcast, 2, 16 << 20), "ring");
