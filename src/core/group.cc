@@ -160,9 +160,8 @@ Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
   if (!stream) return runTasks(tasks, comms, why, &thread.scratch);
   auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
       std::move(tasks), std::move(comms));
-  static_cast<exec::HostStream*>(stream)->enqueue(
-      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); });
-  return Status::kSuccess;
+  return static_cast<exec::HostStream*>(stream)->enqueue(
+      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); }, why);
 }
 
 Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
@@ -201,8 +200,13 @@ Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
     } else {
       auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
           std::move(tasks), std::move(comms));
-      static_cast<exec::HostStream*>(stream)->enqueue(
-          [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); });
+      std::string msg;
+      const Status st = static_cast<exec::HostStream*>(stream)->enqueue(
+          [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg);
+      if (st != Status::kSuccess && first == Status::kSuccess) {
+        first = st;
+        *why = msg;
+      }
     }
   }
   return first;

@@ -52,13 +52,30 @@ bool HostStream::isLive(const void* stream) {
   return live().count(stream) != 0;
 }
 
-void HostStream::enqueue(std::function<Status(std::string*)> fn) {
+Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why) {
+  return enqueue(std::move(fn), why, defaultTimeout());
+}
+
+Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why,
+                           std::chrono::milliseconds timeout) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueued) {
+      ++roomWaiters_;
+      const bool room = room_.wait_for(lock, timeout, [this] { return queue_.size() < kMaxQueued; });
+      --roomWaiters_;
+      if (!room) {
+        *why = "host stream: " + std::to_string(queue_.size()) +
+               " calls queued and none finished within " + std::to_string(timeout.count()) +
+               " ms (is a peer missing the matching operation?)";
+        return Status::kInternalError;
+      }
+    }
     queue_.push_back(std::move(fn));
     queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
+  return Status::kSuccess;
 }
 
 void HostStream::loop() {
@@ -76,6 +93,7 @@ void HostStream::loop() {
     if (queue_.empty()) return;  // stop requested and drained
     auto fn = std::move(queue_.front());
     queue_.pop_front();
+    if (roomWaiters_ > 0) room_.notify_one();
     busy_ = true;
     lock.unlock();
     std::string why;

@@ -19,9 +19,17 @@ class HostStream {
   HostStream();
   ~HostStream();  // drains pending work first
 
+  // Most calls a stream holds queued. A launch beyond them waits for the oldest to finish, as a
+  // full CUDA launch queue makes its launcher wait: unbounded, a rank whose peer stalled would
+  // go on queueing without end, its memory growing and nothing noticing until it synchronizes.
+  static constexpr size_t kMaxQueued = 1024;
+
   // Queues `fn`; it runs after everything queued before it. Its returned status and message are
-  // kept as the stream's first error (later work still runs and reports its own errors).
-  void enqueue(std::function<Status(std::string*)> fn);
+  // kept as the stream's first error (later work still runs and reports its own errors). With
+  // kMaxQueued calls queued it waits up to `timeout` for room, then fails without queueing.
+  Status enqueue(std::function<Status(std::string*)> fn, std::string* why,
+                 std::chrono::milliseconds timeout);
+  Status enqueue(std::function<Status(std::string*)> fn, std::string* why);
   // Waits until the queue is empty; returns the first error seen since the last synchronize.
   Status synchronize(std::chrono::milliseconds timeout, std::string* why);
   bool idle();
@@ -37,6 +45,8 @@ class HostStream {
 
   std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable room_;  // a full queue's launchers wait here
+  int roomWaiters_ = 0;
   std::deque<std::function<Status(std::string*)>> queue_;
   bool busy_ = false;
   // Lock-free mirrors so the worker and synchronize() can spin before they block.
