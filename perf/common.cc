@@ -372,8 +372,10 @@ struct Worker {
   int index = 0;
   bool prints = false;  // thread 0 of process 0
   std::vector<RankRes> ranks;
-  std::atomic<int64_t> beat{0};  // last sign of progress (ns, steady clock); 0 = not timed
-  uint64_t rep = 0;              // data seed, advanced identically on every rank
+  // Signs of progress, counted (a clock read per call would cost small calls a fifth of their
+  // time); 0 = not timed.
+  std::atomic<uint64_t> beats{0};
+  uint64_t rep = 0;  // data seed, advanced identically on every rank
   double bwSum = 0;
   int bwCount = 0;
   int errors = 0;
@@ -435,7 +437,8 @@ class Driver {
   int64_t checkData(Worker& w, const RankRes& r, const Shape& s, bool inPlace,
                     const ValueModel& vm);
   void touch(Worker& w) const {
-    if (opt_.timeout > 0) w.beat.store(nowNs(), std::memory_order_relaxed);
+    if (opt_.timeout > 0)
+      w.beats.store(w.beats.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   void watchdog();
 
@@ -635,7 +638,7 @@ void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int c
       // Rotate through the buffer so consecutive iterations use different addresses (catches
       // stale pointers and keeps the caches honest), as nccl-tests does.
       const size_t iter = static_cast<size_t>(first + call);
-      const size_t shift = s.totalBytes * (iter % s.steps) + s.unalignBytes;
+      const size_t shift = (s.steps > 1 ? s.totalBytes * (iter % s.steps) : 0) + s.unalignBytes;
       for (RankRes& r : w.ranks) {
         char* recv = r.recvAlloc + shift;
         char* send = r.sendAlloc + shift;
@@ -873,21 +876,28 @@ void Driver::work(Worker& w) {
     }
   }
   barrier(w);
-  w.beat.store(0);
+  w.beats.store(0);
   teardown(w);
 }
 
 void Driver::watchdog() {
   const int64_t limit = static_cast<int64_t>(opt_.timeout) * 1000000000LL;
+  // Per worker: the count last seen and when it last changed.
+  std::vector<std::pair<uint64_t, int64_t>> seen(workers_.size(), {0, nowNs()});
   while (!finished_.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const int64_t now = nowNs();
-    for (auto& w : workers_) {
-      int64_t b = w->beat.load(std::memory_order_relaxed);
-      if (b != 0 && now - b > limit) {
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const Worker& w = *workers_[i];
+      const uint64_t b = w.beats.load(std::memory_order_relaxed);
+      if (b == 0 || b != seen[i].first) {
+        seen[i] = {b, now};
+        continue;
+      }
+      if (now - seen[i].second > limit) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: Test timeout (%ds) %s:%d: thread %d made no progress\n",
-                     hostName().c_str(), opt_.timeout, __FILE__, __LINE__, w->index);
+                     hostName().c_str(), opt_.timeout, __FILE__, __LINE__, w.index);
         std::fflush(stderr);
         std::_Exit(3);
       }

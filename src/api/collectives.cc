@@ -1,6 +1,4 @@
 // Collectives, point-to-point, groups and reduction-op entry points.
-#include <limits>
-
 #include "src/api/handle.h"
 #include "src/common/datatype.h"
 #include "src/core/group.h"
@@ -47,8 +45,9 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
                                        std::to_string(n) + ")");
   const uint64_t es = dataTypeSize(call.type);
   const uint64_t span = spanMultiplier(call.coll, n);
-  if (call.count > std::numeric_limits<uint64_t>::max() / es / span ||
-      call.count * es * span > (uint64_t(1) << 48))  // beyond any x86-64 / arm64 user address space
+  uint64_t bytes = 0;  // overflow builtins, not divisions: every call pays this check
+  if (__builtin_mul_overflow(call.count, es * span, &bytes) ||
+      bytes > (uint64_t(1) << 48))  // beyond any x86-64 / arm64 user address space
     fail(Status::kInvalidArgument, "count " + std::to_string(call.count) + " overflows the buffer size");
   if (call.count > 0) {
     // Which buffers this rank reads / writes, so NULL is caught only where it matters.
