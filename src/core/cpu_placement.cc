@@ -79,6 +79,8 @@ int coreForSlot(int slot, int slots, int cores) {
   return slot % cores;
 }
 
+void forgetPinnedRank() { gPinned.store(false); }
+
 PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self) {
   PlacementResult r;
   CpuMask all;

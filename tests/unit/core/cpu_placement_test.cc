@@ -71,6 +71,29 @@ TEST(CpuPlacement, SlotsSpreadOverCoresAndWrapRoundRobin) {
   EXPECT_EQ(coreForSlot(0, 4, 0), -1);
 }
 
+// One rank per process and more ranks than cores: pinned round-robin by default, left to the
+// scheduler with WEFT_PIN_SHARED=0.
+TEST(CpuPlacement, RanksThatOutnumberTheCoresArePinnedUnlessToldNot) {
+  CpuMask all = CpuMask::ofThisProcess();
+  std::vector<LocalRank> local;
+  for (int r = 0; r <= all.count(); ++r) local.push_back(rank(r, 100 + r, all));
+  PlacementResult r;
+  auto placeOnAThread = [&] {
+    forgetPinnedRank();  // whatever the tests before did
+    std::thread t([&] { r = placeRanksOnHost(local, 1); });
+    t.join();
+    forgetPinnedRank();
+  };
+  ASSERT_EQ(setenv("WEFT_PIN_SHARED", "0", 1), 0);
+  placeOnAThread();
+  ASSERT_EQ(unsetenv("WEFT_PIN_SHARED"), 0);
+  EXPECT_TRUE(r.oversubscribed);
+  EXPECT_EQ(r.pinnedCore, -1);
+  placeOnAThread();
+  EXPECT_TRUE(r.oversubscribed);
+  EXPECT_GE(r.pinnedCore, 0);
+}
+
 // Ranks that are threads of one process: none is pinned.
 TEST(CpuPlacement, SeveralRanksInOneProcessAreNotPinned) {
   CpuMask all = CpuMask::ofThisProcess();
