@@ -94,7 +94,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
     if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
   }
-  placeRanksOnHost(local, rank);
+  const bool sharedCores = placeRanksOnHost(local, rank).oversubscribed;
   boot_->barrier();
   bell_->unlink();
 
@@ -144,6 +144,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
     selector_->setHosts(hostOf, net);
   }
+  selector_->setSharedCores(sharedCores);
   if (synthesisEnabled(synthMode_, *topology_)) attachSynthesizedPlans();
   if (rank == 0) {
     static std::once_flag envOnce;

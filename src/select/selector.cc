@@ -169,8 +169,12 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
     case Collective::kReduce:
       // On one host calls follow each other through a chain's hops, and each rank wakes one
       // peer per call (a tree's inner ranks two), so small broadcasts go fastest along a chain.
+      // Unless ranks take turns on the cores: then every hop waits for its rank's turn (4 ranks
+      // pinned two to a core, us per call at 8 B / 1 KiB / 8 KiB: chained 0.58-0.66 / 1.1-1.5 /
+      // 2.8-3.1, direct 0.42-0.44 / 1.0-1.2 / 2.5-2.7; 3 ranks 0.33 / 0.8 / 2.0 against
+      // 0.37 / 0.85 / 1.7).
       if (al == "ring" && broadcast && oneHost)
-        return 0.9 * logn * a + bytes * b * 1.05;
+        return (sharedCores_ ? n - 1 : 0.9 * logn) * a + bytes * b * 1.05;
       if (al == "ring") return (n - 1) * a + bytes * b * 1.05;
       if (al == "tree") return logn * a + 2 * bytes * b;
       // One round, but the root sends (or receives and adds) every copy itself. A broadcast on

@@ -71,6 +71,8 @@ class Selector {
   // Ranks span hosts: `hostOf` labels each rank's host; `net` models one hop between hosts (the
   // constructor's model stays the link inside a host). Enables the hierarchical algorithms.
   void setHosts(const std::vector<int>& hostOf, LinkModel net);
+  // A host's ranks outnumber its cores (they take turns on them).
+  void setSharedCores(bool shared) { sharedCores_ = shared; }
   // Predicted time of `algorithm` in microseconds (infinity if unsupported).
   double predictUs(const std::string& algorithm, const plan::Spec& spec) const;
   // Printable score table for a few sizes (NCCL_DEBUG=INFO, TUNING).
@@ -82,6 +84,7 @@ class Selector {
   AlgoFilter filter_;
   std::vector<int> hostOf_;  // empty: one host
   int hosts_ = 1, maxLocal_ = 1;
+  bool sharedCores_ = false;
   LinkModel net_;
   std::shared_ptr<const PlanLibrary> library_;
   std::shared_ptr<const PlanLibrary> synth_;

@@ -44,6 +44,10 @@ TEST(Selector, OneHostCopiesRunAtOnce) {
   EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 8 << 10), "ring");
   // From a few tens of KiB the receivers' copies at once win over the chain's one by one.
   EXPECT_EQ(pick(s, Collective::kBroadcast, 4, 32 << 10), "direct");
+  // Ranks that take turns on the cores: each hop of a chain waits for its turn.
+  Selector shared(4, LinkModel{}, AlgoFilter(""));
+  shared.setSharedCores(true);
+  EXPECT_NE(pick(shared, Collective::kBroadcast, 4, 8), "ring");
   // Two ranks: the chain is the direct copy.
   Selector two(2, LinkModel{}, AlgoFilter(""));
   EXPECT_EQ(pick(two, Collective::kBroadcast, 2, 16 << 20), "ring");
