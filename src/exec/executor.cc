@@ -206,7 +206,10 @@ class WorkRunner {
         if (r == kYieldLane) break;
       }
     }
-    if (remaining_ == 0 && !outstanding_.empty() && !drained())
+    // Forget messages already read, so the list holds only those in flight (a few per link):
+    // kept to the end of a large call it grew to thousands, walked on every poll (4 ranks'
+    // 128 MiB broadcast spent its root's core walking it).
+    if (!drained() && remaining_ == 0)
       *stall = {-1, outstanding_.front().conn, outstanding_.front().peer};
     // Nothing else to do: help the peers that are reading our messages copy them.
     if (!progress && !outstanding_.empty() && assistReaders()) progress = true;
