@@ -25,6 +25,7 @@ const std::vector<Knob>& knobs() {
       {"WEFT_SLOT_BYTES", nullptr, "131072", "bytes per FIFO slot (pipelining slice)"},
       {"WEFT_SLOTS", nullptr, "8", "slots per connection FIFO and direction"},
       {"WEFT_RDV_BYTES", nullptr, "auto", "slices at least this large go by reference: the receiver copies them out of the sender's memory (in a process, or ncclMemAlloc'd buffers across processes); auto = 4096 when each rank has a core, 32768 when ranks outnumber the cores"},
+      {"WEFT_SHARED_REF_BYTES", nullptr, "4194304", "largest message a plain send passes by reference when ranks outnumber the cores: the receiver takes it a slice at a time and releases it, waking the sender, once; 0 = one slice a message"},
       {"WEFT_YIELD_US", nullptr, "1000", "microseconds a waiting rank yields before it sleeps when this host has more ranks than CPUs"},
       {"WEFT_PIN", nullptr, "1", "1 binds each rank's thread to a core at init (its own core when a host's ranks fit on its cores) when each process drives one rank and no launcher bound them; 0 leaves placement to the scheduler"},
       {"WEFT_PIN_SHARED", nullptr, "1", "1 (with WEFT_PIN=1): ranks that outnumber a host's cores are pinned too, dealt round-robin over the cores (steadier calls from 1 KiB up; small chained broadcasts a little slower); 0 leaves them to the scheduler"},

@@ -22,6 +22,7 @@ struct LaneState {
   uint64_t done = 0;  // elements of the current step already processed
   bool begun = false;
   size_t landingEnd = 0;  // steps before this one were considered for a landing offer
+  uint64_t msgAt = 0;  // bytes of the message being received taken by earlier slices
   transport::Connection* send = nullptr;
   transport::Connection* recv = nullptr;
 };
@@ -85,6 +86,16 @@ uint64_t streamLandedBytes() {
   return v;
 }
 
+// Largest message a plain send passes by reference when ranks outnumber the cores
+// (WEFT_SHARED_REF_BYTES; 0: one slice a message). Its receiver still copies it a slice at a
+// time, but releases it, and so wakes the sender, once: 4 ranks on 2 cores, 128 MiB broadcast, a
+// root woken for each of 3 x 1024 slices ran 2.8-4.1 GB/s out of place, with 4 MiB messages
+// 6.0-6.3. With a core per rank the sender waits awake, and one slice a message keeps it busy.
+uint64_t sharedCoreRefBytes() {
+  static const uint64_t v = bytesFromEnv("WEFT_SHARED_REF_BYTES");
+  return v;
+}
+
 // Smallest run of receives offered to the sender as a landing (WEFT_LANDING_BYTES; 0: never).
 uint64_t landingBytes() {
   static const uint64_t v = bytesFromEnv("WEFT_LANDING_BYTES");
@@ -129,6 +140,7 @@ class WorkRunner {
     streamOutput_ = streamLanded_ = false;
     rdvBytes_ = rendezvousBytes(w.plan->spec.coll == plan::Collective::kAllReduce &&
                                 w.buffers[plan::kInput] == w.buffers[plan::kOutput]);
+    largeRefs_ = oversubscribed() && sharedCoreRefBytes() > 0 && inputApart(w);
     inputBegin_ = inputEnd_ = nullptr;
     elemSize_ = dataTypeSize(w.type);
     premul_ = w.op == RedOp::kPreMulSum;
@@ -160,6 +172,19 @@ class WorkRunner {
     const uint64_t touched = outBytes + (apart ? sizes.input * elemSize_ : 0);
     streamOutput_ = least != 0 && (allReduce ? outBytes : touched) >= least;
     streamLanded_ = leastLanded != 0 && outBytes >= leastLanded;
+  }
+
+  // Whether the call never writes the input it sends from: input and output apart, or a
+  // broadcast (whose root, in place, writes nothing).
+  static bool inputApart(const Work& w) {
+    const plan::Spec& spec = w.plan->spec;
+    if (spec.coll == plan::Collective::kBroadcast) return true;
+    const char* in = w.buffers[plan::kInput];
+    const char* out = w.buffers[plan::kOutput];
+    if (!in || !out) return true;
+    const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
+    const size_t es = dataTypeSize(w.type);
+    return out + sizes.output * es <= in || in + sizes.input * es <= out;
   }
 
   // Calls f(connection, peer) for every link a lane's begun step waits on and every peer still
@@ -306,6 +331,14 @@ class WorkRunner {
     uint64_t sliceElems = std::max<uint64_t>(1, slot / elemSize_);
     uint64_t n = std::min(sliceElems, s.count - ls.done);
     const uint64_t d = ls.done;
+    if (largeRefs_ && s.op == Op::kSend && n < s.count - d && w_->byReference && !scaleFor(s.src)) {
+      // Whole slices (or the step's end), so the receiver's slices tile the message.
+      const uint64_t most = std::min<uint64_t>(sharedCoreRefBytes(), ls.send->maxReferenceBytes());
+      const uint64_t slices = std::max<uint64_t>(1, most / (sliceElems * elemSize_));
+      const uint64_t big = std::min(s.count - d, slices * sliceElems);
+      if (big * elemSize_ >= rdvBytes_ && ls.send->peerCanRead(ptr(s.src, d), big * elemSize_))
+        n = big;
+    }
     const size_t bytes = n * elemSize_;
     char* dst = plan::opWritesDst(s.op) ? ptr(s.dst, d) : nullptr;
     if (dst && busy(dst, dst + bytes)) return 0;
@@ -332,14 +365,27 @@ class WorkRunner {
         *stall = {lane, ls.recv, s.recvPeer};
         return 0;
       }
-      if (tag != w_->laneTags[lane] || got != bytes) {
+      // A message larger than the slice (a sender's large by-reference send) is taken a slice
+      // at a time; one that runs past the step's end means the ranks' counts differ.
+      const uint64_t at = ls.msgAt;
+      const bool stepEnds = d + n >= s.count;
+      if (tag != w_->laneTags[lane] || got < at + bytes || (stepEnds && got != at + bytes)) {
+        got = static_cast<uint32_t>(got - std::min<uint64_t>(got, at));
         *st = Status::kInvalidUsage;
-        *why = "rank " + std::to_string(w_->rank) + " got " + std::to_string(got) +
-               " bytes from rank " + std::to_string(s.recvPeer) + " where it expected " +
-               std::to_string(bytes) + (tag != w_->laneTags[lane] ? " of the same operation" : "") +
+        const std::string from = " from rank " + std::to_string(s.recvPeer);
+        *why = "rank " + std::to_string(w_->rank) +
+               (tag != w_->laneTags[lane]
+                    ? " got a message of another operation" + from + " (" + std::to_string(got) +
+                          " bytes; it expected " + std::to_string(bytes) + " of this one)"
+                    : " got " + std::to_string(got) + " bytes" + from + " where it expected " +
+                          std::to_string(bytes)) +
                ": the ranks called mismatched operations (collective, count, type, op or root)";
         return -1;
       }
+      if (at + bytes < got) ls.msgAt = at + bytes;  // the rest stays for the next slices
+      else ls.msgAt = 0;
+      if (in) in = static_cast<const char*>(in) + at;
+      if (remote) remote += at;
       if (remote) {
         // Another process's memory: one kernel copy, straight into place when nothing is
         // reduced, else into a cache-sized bounce buffer the reduction reads from.
@@ -403,7 +449,7 @@ class WorkRunner {
         break;
       default: break;
     }
-    if (ls.recv) ls.recv->release();
+    if (ls.recv && ls.msgAt == 0) ls.recv->release();
     if (land) {
       ls.send->postLanded(static_cast<uint32_t>(bytes), tag);
       gLandedSlices.fetch_add(1, std::memory_order_relaxed);
@@ -474,6 +520,7 @@ class WorkRunner {
   std::vector<char> bounce_;
   size_t elemSize_ = 1;
   size_t rdvBytes_ = 0;  // smallest slice sent by reference in this Work
+  bool largeRefs_ = false;  // plain sends by reference go as messages of several slices
   bool premul_ = false;
   bool streamOutput_ = false;
   bool streamLanded_ = false;

@@ -1,6 +1,7 @@
 // Ranks as real processes on this host (shm transport), including processes that hold several
 // ranks each, and a peer that dies.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,6 +88,43 @@ TEST(ProcessesMapped, LandedAllReduceGrid) {
   unsetenv("WEFT_LANDING_BYTES");
   unsetenv("WEFT_TEST_MEMALLOC");
   for (int p = 0; p < 2; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+// Processes that share one CPU (each child pinned to CPU 0 before init, so init sees ranks
+// outnumber the cores): a plain send's slices go by reference as messages of several slices,
+// which receivers take a slice at a time, mapped (ncclMemAlloc'd buffers) or read with
+// process_vm_readv; over tcp they stay one slot each.
+TEST(ProcessesSharedCore, LargeReferenceGrid) {
+  setenv("WEFT_SLOT_BYTES", "4096", 1);
+  setenv("WEFT_RDV_BYTES", "64", 1);
+  setenv("WEFT_SHARED_REF_BYTES", "16384", 1);
+  auto onOneCpu = [](const char* algo) {
+    return [algo](int) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(0, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) _exit(92);
+      setenv("NCCL_ALGO", algo, 1);
+    };
+  };
+  setenv("WEFT_TEST_MEMALLOC", "1", 1);
+  auto mapped = forkRanks(3, 1, grid, onOneCpu("ring"), 240);
+  unsetenv("WEFT_TEST_MEMALLOC");
+  setenv("WEFT_SHM_CMA", "1", 1);
+  auto cma = forkRanks(3, 1, grid, onOneCpu("direct"), 240);
+  unsetenv("WEFT_SHM_CMA");
+  // Tcp sends by reference too, but into the receiver's slots: its messages stay one slot.
+  setenv("NCCL_SHM_DISABLE", "1", 1);
+  setenv("WEFT_LOCAL_DISABLE", "1", 1);
+  auto tcp = forkRanks(3, 1, grid, onOneCpu("ring"), 240);
+  unsetenv("WEFT_LOCAL_DISABLE");
+  unsetenv("NCCL_SHM_DISABLE");
+  unsetenv("WEFT_SHARED_REF_BYTES");
+  unsetenv("WEFT_RDV_BYTES");
+  unsetenv("WEFT_SLOT_BYTES");
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(mapped[p], 0) << "mapped process " << p;
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(cma[p], 0) << "cma process " << p;
+  for (int p = 0; p < 3; ++p) EXPECT_EQ(tcp[p], 0) << "tcp process " << p;
 }
 
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {

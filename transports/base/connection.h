@@ -42,6 +42,10 @@ class Connection {
   virtual void postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
     fail(Status::kInternalError, "transport has no rendezvous messages");
   }
+  // Largest message postRemote may carry. Receivers that read the sender's memory in place (or
+  // with one kernel copy) take one larger than a slot, a slice at a time; a transport that
+  // moves the data into the receiver's slots caps it at a slot.
+  virtual size_t maxReferenceBytes() const { return slotBytes(); }
   // Messages posted so far, and whether the receiver has released the first `count` of them.
   virtual uint64_t postedCount() const { return 0; }
   virtual bool consumed(uint64_t count) const { return true; }

@@ -186,7 +186,7 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     }
     return in_.data + (recvDataHead_ % p_.slots) * p_.slotBytes;
   }
-  if (p_.remote == RemoteMode::kDirect) return reinterpret_cast<const void*>(info.remote);
+  if (p_.remote == RemoteMode::kDirect) return recvBase_ = reinterpret_cast<const char*>(info.remote);
   if (info.bytes & kMappedFlag) {
     *bytes = info.bytes & ~kMappedFlag;
     MappedRef ref;
@@ -199,7 +199,7 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
         mappedLocal_ = acquirePeerRegion(p_.peerPid, ref, &mappedToken_);
         mappedHead_ = recvHead_;
       }
-      if (mappedLocal_) return mappedLocal_ + (info.remote - ref.base);
+      if (mappedLocal_) return recvBase_ = mappedLocal_ + (info.remote - ref.base);
     }
   }
   *remoteAddr = info.remote;  // not mapped: one process_vm_readv copy
@@ -342,7 +342,8 @@ bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store s
   b.streaming = store == Store::kStreaming;
   b.pieceBytes = kHelpPieceBytes;
   b.bytes = bytes;
-  b.src = in_.ctl->info[recvHead_ % kMaxSlots].remote;
+  // src may lie inside the message (a large one is taken a slice at a time).
+  b.src = in_.ctl->info[recvHead_ % kMaxSlots].remote + static_cast<uint64_t>(src - recvBase_);
   b.dst = reinterpret_cast<uint64_t>(dst);
   b.dstRegion = region;
   b.helped.store(0, std::memory_order_relaxed);

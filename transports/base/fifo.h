@@ -27,6 +27,7 @@ inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payloa
 inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
 inline constexpr uint32_t kLandedFlag = 1u << 29;  // the sender wrote the data at the receiver's landing
 inline constexpr uint32_t kSizeFlags = kInlineFlag | kMappedFlag | kLandedFlag;
+inline constexpr uint32_t kMaxMessageBytes = kLandedFlag - 1;  // below the flag bits
 
 struct alignas(64) SlotInfo {
   std::atomic<uint64_t> seq;  // message index + 1 once published
@@ -132,6 +133,7 @@ class FifoConnection : public Connection {
   bool peerCanReadMe() override;
   bool peerCanRead(const void* addr, size_t bytes) override;
   void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override;
+  size_t maxReferenceBytes() const override { return kMaxMessageBytes; }
   uint64_t postedCount() const override { return sendTail_; }
   bool consumed(uint64_t count) const override;
   const void* recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
@@ -155,6 +157,7 @@ class FifoConnection : public Connection {
   bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
   void* mappedToken_ = nullptr;                // mapping the message at mappedHead_ is read through
   const char* mappedLocal_ = nullptr;
+  const char* recvBase_ = nullptr;  // where the last by-reference message received lies here
   uint64_t mappedHead_ = 0;
   uint32_t offerId_ = 0;         // receiver: the last offer made on the help board
   bool helpBroken_ = false;      // sender: the receiver's memory cannot be mapped; never help
