@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/log.h"
 #include "src/core/communicator.h"
 #include "src/exec/host_stream.h"
 
@@ -97,6 +98,25 @@ exec::Task buildTask(Communicator* comm, const std::vector<Call>& calls) {
   return task;
 }
 
+// Links are opened on first use, so a peer may wait on one this rank never opened: it failed
+// first. Opening every link its failed calls name lets recordError's poison reach that peer at
+// once (in a tree, a mismatch seen near the root) instead of at its timeout.
+void openLinksOfFailedCalls(const exec::Task& task, Communicator* comm) {
+  try {
+    for (const exec::Work& w : task.units) {
+      if (!w.program) continue;
+      for (const plan::Lane& lane : w.program->lanes)
+        for (const plan::Step& s : lane.steps) {
+          if (plan::opSends(s.op)) comm->connection(s.sendPeer, plan::sendChannelOf(lane));
+          if (plan::opRecvs(s.op)) comm->connection(s.recvPeer, lane.channel);
+        }
+    }
+  } catch (const Error& e) {
+    WEFT_WARN(INIT, "rank %d: could not open a link to tell a peer of the failure: %s",
+              comm->rank(), e.what());
+  }
+}
+
 // `scratch`: the calling thread's, or null on a stream's thread (exec::run has its own).
 Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms,
                 std::string* why, exec::RunScratch* scratch = nullptr) {
@@ -104,7 +124,10 @@ Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comm
   for (auto* c : comms) timeout = std::max(timeout, c->config().timeout);
   exec::RunResult r = scratch ? exec::run(tasks, timeout, *scratch) : exec::run(tasks, timeout);
   if (r.status == Status::kSuccess) return r.status;
-  if (r.failedTask >= 0) comms[r.failedTask]->recordError(r.status, r.message);
+  if (r.failedTask >= 0) {
+    openLinksOfFailedCalls(tasks[r.failedTask], comms[r.failedTask]);
+    comms[r.failedTask]->recordError(r.status, r.message);
+  }
   *why = r.message;
   return r.status;
 }

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "nccl.h"
 #include "src/bootstrap/bootstrap.h"
+#include "tests/support/collective_check.h"
 #include "weft/weft.h"
 
 namespace {
@@ -90,6 +92,35 @@ TEST_F(TwoRanks, MismatchedCountsAreReportedNotHung) {
   ncclResult_t async;
   EXPECT_EQ(ncclCommGetAsyncError(comms_[0], &async), ncclSuccess);
   EXPECT_NE(async, ncclSuccess);
+}
+
+// A tree broadcast of mismatched counts: a rank near the root sees the mismatch before it ever
+// opened its link to a rank further down. That rank must learn of the failure at once, not when
+// its own timeout ends.
+TEST(FourRanks, RanksAFailedRankNeverLinkedToFailAtOnce) {
+  setenv("WEFT_TIMEOUT_MS", "60000", 1);
+  std::vector<ncclComm_t> comms(4);
+  ASSERT_EQ(weft::test::initAllWithAlgo(comms, "tree"), ncclSuccess);
+  const size_t big = 300000, small = 200000;  // floats: many slices, so ranks differ early
+  std::vector<std::vector<float>> bufs(4, std::vector<float>(big, 1.0f));
+  std::vector<ncclResult_t> res(4);
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      res[r] = ncclBroadcast(bufs[r].data(), bufs[r].data(), r == 0 ? big : small, ncclFloat, 0,
+                             comms[r], nullptr);
+    });
+  for (auto& t : threads) t.join();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(res[r], ncclSuccess) << "rank " << r;
+    EXPECT_EQ(std::string(ncclGetLastError(comms[r])).find("timed out"), std::string::npos)
+        << "rank " << r << ": " << ncclGetLastError(comms[r]);
+  }
+  EXPECT_LT(waited, std::chrono::seconds(50));
+  for (auto c : comms) ncclCommDestroy(c);
+  unsetenv("WEFT_TIMEOUT_MS");
 }
 
 TEST_F(TwoRanks, MismatchedCollectivesAreReported) {

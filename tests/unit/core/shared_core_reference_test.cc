@@ -13,14 +13,13 @@
 #include "nccl.h"
 #include "src/common/futex.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/ranks_algo_fixture.h"
 
 using namespace weft::test;
 
 namespace {
 
-using Param = std::tuple<int, const char*>;
-
-class SharedCoreReference : public ::testing::TestWithParam<Param> {
+class SharedCoreReference : public RanksAlgoTest {
  protected:
   static void SetUpTestSuite() {
     weft::noteRanksOnHost(8, 2);
@@ -29,16 +28,6 @@ class SharedCoreReference : public ::testing::TestWithParam<Param> {
     if (!getenv("WEFT_SHARED_REF_BYTES")) setenv("WEFT_SHARED_REF_BYTES", "16384", 1);
     setenv("WEFT_TIMEOUT_MS", "10000", 1);  // read once: a mismatch must be seen long before
   }
-  void SetUp() override {
-    comms_.resize(std::get<0>(GetParam()));
-    ASSERT_EQ(initAllWithAlgo(comms_, std::get<1>(GetParam())), ncclSuccess)
-        << ncclGetLastError(nullptr);
-  }
-  void TearDown() override {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  std::vector<ncclComm_t> comms_;
 };
 
 TEST_P(SharedCoreReference, EveryCollectiveIsExact) {
@@ -76,6 +65,13 @@ TEST_P(SharedCoreReference, LargerMessageThanTheReceiverExpectsIsAMismatch) {
     });
   for (auto& t : threads) t.join();
   bool someoneSaw = false;
+  for (int r = 0; r < n; ++r) {
+    // Every rank learns of the failure from a peer, none by waiting out its timeout (a rank the
+    // failed one had no link with yet included).
+    EXPECT_NE(res[r], ncclSuccess) << "rank " << r;
+    EXPECT_EQ(std::string(ncclGetLastError(comms_[r])).find("timed out"), std::string::npos)
+        << "rank " << r << ": " << ncclGetLastError(comms_[r]);
+  }
   for (int r = 1; r < n; ++r) {
     if (res[r] != ncclSuccess &&
         std::string(ncclGetLastError(comms_[r])).find("mismatch") != std::string::npos)
@@ -86,13 +82,9 @@ TEST_P(SharedCoreReference, LargerMessageThanTheReceiverExpectsIsAMismatch) {
   EXPECT_TRUE(someoneSaw);
 }
 
-std::string name(const ::testing::TestParamInfo<Param>& info) {
-  return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
-}
-
 INSTANTIATE_TEST_SUITE_P(Threads, SharedCoreReference,
                          ::testing::Combine(::testing::Values(2, 3, 4),
                                             ::testing::Values("ring", "tree", "direct", "rsag")),
-                         name);
+                         ranksAlgoName);
 
 }  // namespace

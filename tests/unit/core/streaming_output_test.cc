@@ -8,30 +8,18 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/ranks_algo_fixture.h"
 
 using namespace weft::test;
 
 namespace {
 
-using Param = std::tuple<int, const char*>;
-
-class StreamingOutput : public ::testing::TestWithParam<Param> {
+class StreamingOutput : public RanksAlgoTest {
  protected:
   static void SetUpTestSuite() {
     setenv("WEFT_STREAM_BYTES", "1", 1);
     setenv("WEFT_STREAM_ALLREDUCE_BYTES", "1", 1);
   }
-  void SetUp() override {
-    const int n = std::get<0>(GetParam());
-    comms_.resize(n);
-    ASSERT_EQ(initAllWithAlgo(comms_, std::get<1>(GetParam())), ncclSuccess)
-        << ncclGetLastError(nullptr);
-  }
-  void TearDown() override {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  std::vector<ncclComm_t> comms_;
 };
 
 TEST_P(StreamingOutput, EveryCollectiveIsExact) {
@@ -52,13 +40,9 @@ TEST_P(StreamingOutput, EveryCollectiveIsExact) {
         }
 }
 
-std::string name(const ::testing::TestParamInfo<Param>& info) {
-  return "n" + std::to_string(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
-}
-
 INSTANTIATE_TEST_SUITE_P(Threads, StreamingOutput,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
                                             ::testing::Values("ring", "tree", "rhd", "direct", "rsag")),
-                         name);
+                         ranksAlgoName);
 
 }  // namespace
