@@ -1,5 +1,6 @@
 #include "src/core/memory.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,7 +26,16 @@ void* memAlloc(size_t bytes) {
     close(fd);
     fail(Status::kSystemError, sysError("ftruncate(" + std::to_string(rounded) + ")", e));
   }
-  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // Backed and mapped at once, as device memory is at cudaMalloc: touched for the first time
+  // inside a collective, each 4 KiB would cost a fault and a page clear there (2 ranks, a 1 MiB
+  // allreduce rotating through a 128 MiB allocation took 1000 us a call instead of 90), and
+  // memory the machine cannot give fails here, not as a SIGBUS mid-call.
+  if (int e = posix_fallocate(fd, 0, static_cast<off_t>(rounded)); e != 0) {
+    close(fd);
+    fail(Status::kSystemError,
+         sysError("ncclMemAlloc: backing " + std::to_string(rounded) + " bytes", e));
+  }
+  void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     int e = errno;
     close(fd);
