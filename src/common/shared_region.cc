@@ -1,5 +1,7 @@
 #include "src/common/shared_region.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 
@@ -37,6 +39,15 @@ bool findSharedRegion(const void* ptr, size_t bytes, SharedRegion* out) {
   if (p + bytes > static_cast<const char*>(r.base) + r.bytes) return false;
   *out = r;
   return true;
+}
+
+void touchPages(void* p, size_t bytes, bool writable) {
+  char* c = static_cast<char*>(p);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (size_t at = 0; at < bytes; at += page) {
+    if (writable) __atomic_fetch_add(c + at, 0, __ATOMIC_RELAXED);
+    else (void)*static_cast<volatile const char*>(c + at);
+  }
 }
 
 }  // namespace weft

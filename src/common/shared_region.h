@@ -19,4 +19,12 @@ bool removeSharedRegion(const void* base, SharedRegion* out);
 // The region containing [ptr, ptr+bytes), if any.
 bool findSharedRegion(const void* ptr, size_t bytes, SharedRegion* out);
 
+// Accesses every page of a new mapping once. Populated page-table entries are not yet used
+// ones: under a hypervisor that shadows the guest's page tables the first access through each
+// traps, and a collective reading a fresh window of a peer's 128 MiB region ran at a tenth of
+// its speed (2 ranks, 4 MiB allreduce: 2.7-4.5 ms a call, 0.4 after every page was touched).
+// A writable mapping is touched with an atomic add of zero: it marks the page written without
+// changing a byte, whatever another process writes there meanwhile.
+void touchPages(void* p, size_t bytes, bool writable);
+
 }  // namespace weft

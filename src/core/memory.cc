@@ -41,9 +41,8 @@ void* memAlloc(size_t bytes) {
     close(fd);
     fail(Status::kSystemError, sysError("mmap(" + std::to_string(rounded) + ")", e));
   }
-  // And each page touched once through the mapping: the first access through a page-table
-  // entry can trap to a hypervisor (see transports/base/peer_maps.cc); the pages are zero.
-  for (size_t at = 0; at < rounded; at += page) static_cast<volatile char*>(p)[at] = 0;
+  // And each page touched once through the mapping, here rather than inside a collective.
+  touchPages(p, rounded, /*writable=*/true);
   struct stat st {};
   fstat(fd, &st);
   addSharedRegion(SharedRegion{fd, rounded, p, static_cast<uint64_t>(st.st_ino)});

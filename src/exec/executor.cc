@@ -52,6 +52,11 @@ constexpr int kYieldLane = 2;
 // Local copies and reductions go this many bytes at a time between the other lanes' steps.
 constexpr uint64_t kLocalSliceBytes = 256 * 1024;
 
+// Whether [a, a + aBytes) and [b, b + bBytes) share no byte.
+bool disjoint(const char* a, uint64_t aBytes, const char* b, uint64_t bBytes) {
+  return a + aBytes <= b || b + bBytes <= a;
+}
+
 uint64_t bytesFromEnv(const char* name) {
   return static_cast<uint64_t>(std::max<int64_t>(0, env::getInt(name)));
 }
@@ -168,7 +173,8 @@ class WorkRunner {
     }
     // What the call makes this rank touch: its output, and an input of its own beside it.
     const char* out = w.buffers[plan::kOutput];
-    const bool apart = inputBegin_ && (!out || out + outBytes <= inputBegin_ || inputEnd_ <= out);
+    const bool apart =
+        inputBegin_ && (!out || disjoint(out, outBytes, inputBegin_, inputEnd_ - inputBegin_));
     const uint64_t touched = outBytes + (apart ? sizes.input * elemSize_ : 0);
     streamOutput_ = least != 0 && (allReduce ? outBytes : touched) >= least;
     streamLanded_ = leastLanded != 0 && outBytes >= leastLanded;
@@ -184,7 +190,7 @@ class WorkRunner {
     if (!in || !out) return true;
     const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
     const size_t es = dataTypeSize(w.type);
-    return out + sizes.output * es <= in || in + sizes.input * es <= out;
+    return disjoint(out, sizes.output * es, in, sizes.input * es);
   }
 
   // Calls f(connection, peer) for every link a lane's begun step waits on and every peer still

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "src/common/log.h"
+#include "src/common/shared_region.h"
 
 namespace weft::transport {
 namespace {
@@ -35,20 +36,6 @@ std::map<Key, Mapping>& mappings() {
 // ones are unmapped, least recently used first.
 constexpr size_t kKeepMappings = 16;
 
-// Accesses every page of a new mapping once. Populated page-table entries are not yet used
-// ones: under a hypervisor that shadows the guest's page tables the first access through each
-// traps, and a collective reading a fresh window of a peer's 128 MiB region ran at a tenth of
-// its speed (2 ranks, 4 MiB allreduce: 2.7-4.5 ms a call, 0.4 after every page was touched).
-// A writable mapping is touched with an atomic add of zero: it marks the page written without
-// changing a byte, whatever its owner writes meanwhile.
-void touchPages(char* p, uint64_t bytes, bool writable) {
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  for (uint64_t at = 0; at < bytes; at += page) {
-    if (writable) __atomic_fetch_add(p + at, 0, __ATOMIC_RELAXED);
-    else (void)*static_cast<volatile const char*>(p + at);
-  }
-}
-
 Mapping mapRegion(int pid, const MappedRef& ref, bool writable) {
   const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(ref.fd);
   int fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
@@ -68,7 +55,7 @@ Mapping mapRegion(int pid, const MappedRef& ref, bool writable) {
                  MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return {};
-  touchPages(static_cast<char*>(p), ref.bytes, writable);
+  touchPages(p, ref.bytes, writable);
   WEFT_TRACE(SHM, "mapped %llu bytes of pid %d (memfd %d) at %p",
              static_cast<unsigned long long>(ref.bytes), pid, ref.fd, p);
   return {static_cast<char*>(p), ref.bytes, 0, 0};
