@@ -64,12 +64,22 @@ uint64_t bytesFromEnv(const char* name) {
 // Streaming stores for an output once the input and output a rank touches in one call come to
 // this many bytes (WEFT_STREAM_BYTES; 0: never). Such an output has left the cache before anyone
 // rereads it, so skipping the read-for-ownership of each line saves a third of a copy's memory
-// traffic. Input and output together decide, not the output alone: 2 ranks at 2 MiB (3-4 MiB
-// touched) ran allgather 8.7-9.2 GB/s streamed against 6.9-7.7 cached, alltoall 7.3-8.3 against
-// 6.7-6.8, reduce-scatter 14.3-14.6 against 9.7, while an in-place broadcast of 2 MiB (2 MiB
-// touched) stays cached: 31-37 against 27-28 streamed.
+// traffic. Input and output together decide, not the output alone. For copies (allgather,
+// alltoall, broadcast, gather, scatter) that pays only once the buffers outgrow what the caches
+// keep between calls: 2 ranks, us a call out of place / in place, with 3 MiB against 16 MiB,
+// allgather 4 MiB 137-210 / 75-79 against 102-118 / 53-64, broadcast 8 MiB 306-360 / 205-209
+// against 269-288 / 160-172, scatter 8 MiB 260-273 / 103-109 against 167-182 / 75-77; at 16 MiB
+// both stream.
 uint64_t streamOutputBytes() {
   static const uint64_t v = bytesFromEnv("WEFT_STREAM_BYTES");
+  return v;
+}
+
+// The same for reduce-scatter and reduce outputs (WEFT_STREAM_REDUCE_BYTES), which stream from
+// a few MiB: 2 ranks, 2 MiB reduce-scatter 44 us a call streamed against 59 cached, 4 MiB 81
+// against 109, 8 MiB 191 against 245.
+uint64_t streamReduceBytes() {
+  static const uint64_t v = bytesFromEnv("WEFT_STREAM_REDUCE_BYTES");
   return v;
 }
 
@@ -159,7 +169,11 @@ class WorkRunner {
     const plan::Spec& spec = w.plan->spec;
     const bool allReduce = spec.coll == plan::Collective::kAllReduce;
     const uint64_t most = 2 * spec.count * static_cast<uint64_t>(spec.nranks) * elemSize_;
-    const uint64_t least = allReduce ? streamAllReduceBytes() : streamOutputBytes();
+    const bool reduces = spec.coll == plan::Collective::kReduceScatter ||
+                         spec.coll == plan::Collective::kReduce;
+    const uint64_t least = allReduce  ? streamAllReduceBytes()
+                           : reduces ? streamReduceBytes()
+                                     : streamOutputBytes();
     const uint64_t leastLanded = streamLandedBytes();
     if ((least == 0 || most < least) && (leastLanded == 0 || most < leastLanded)) return;
     const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);

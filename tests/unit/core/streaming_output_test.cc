@@ -18,6 +18,7 @@ class StreamingOutput : public RanksAlgoTest {
  protected:
   static void SetUpTestSuite() {
     setenv("WEFT_STREAM_BYTES", "1", 1);
+    setenv("WEFT_STREAM_REDUCE_BYTES", "1", 1);
     setenv("WEFT_STREAM_ALLREDUCE_BYTES", "1", 1);
   }
 };
