@@ -243,6 +243,8 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
   return r;
 }
 
+constexpr size_t kScalarReduceBytes = 32;
+
 // 8 MiB: beyond the share of last-level cache one core can count on here (32 MiB, 2 cores).
 std::atomic<size_t> gStreamMinBytes{size_t{8} << 20};
 
@@ -398,6 +400,8 @@ void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a,
     if (scaleA) r.scaleA = scalar->bytes;
     if (scaleB) r.scaleB = scalar->bytes;
   }
+  // A few elements: straight to the scalar loop (a vector kernel's setup costs more than them).
+  if (count * dataTypeSize(t) <= kScalarReduceBytes) return reduceScalar(r);
   runReduce(level, r, store);
 }
 
@@ -457,8 +461,42 @@ void reduceTwice(DataType t, RedOp op, void* dst, void* dst2, const void* a, boo
                            count, scalar, store);
 }
 
+namespace {
+// Copies up to 64 bytes, reading everything before writing anything (so overlap is safe), with
+// no call: a small message's copy otherwise cost more in dispatch than in bytes (an 8 B
+// broadcast's two copies were a tenth of its instructions).
+void copySmall(void* dst, const void* src, size_t bytes) {
+  auto d = static_cast<char*>(dst);
+  auto s = static_cast<const char*>(src);
+  auto both = [&](auto chunk) {  // the first and the last `chunk` bytes, which cover them all
+    using C = decltype(chunk);
+    C head, tail;
+    __builtin_memcpy(&head, s, sizeof(C));
+    __builtin_memcpy(&tail, s + bytes - sizeof(C), sizeof(C));
+    __builtin_memcpy(d, &head, sizeof(C));
+    __builtin_memcpy(d + bytes - sizeof(C), &tail, sizeof(C));
+  };
+  struct Bytes32 { uint64_t w[4]; };
+  struct Bytes16 { uint64_t w[2]; };
+  if (bytes >= 32) both(Bytes32{});
+  else if (bytes >= 16) both(Bytes16{});
+  else if (bytes >= 8) both(uint64_t{});
+  else if (bytes >= 4) both(uint32_t{});
+  else if (bytes >= 2) both(uint16_t{});
+  else if (bytes == 1) *d = *s;
+}
+constexpr size_t kSmallCopyBytes = 64;
+}  // namespace
+
 void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,
                   Store store) {
+  if (!scalar && isValid(t)) {
+    const size_t bytes = count * dataTypeSize(t);
+    if (bytes <= kSmallCopyBytes) {
+      if (dst != src) copySmall(dst, src, bytes);
+      return;
+    }
+  }
   runCopy(kernels::activeSimdLevel(), t, dst, src, count, scalar, store);
 }
 

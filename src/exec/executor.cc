@@ -152,6 +152,27 @@ class WorkRunner {
     lanes_ = &lanes;
     lanes.assign(w.program->lanes.size(), LaneState{});
     outstanding_.clear();
+    // A loop of identical calls runs the same Work again: what follows from it stands.
+    if (&w == prepared_.work && w.plan == prepared_.plan && w.program == prepared_.program &&
+        w.rank == prepared_.rank && w.conns == prepared_.conns && w.type == prepared_.type &&
+        w.op == prepared_.op &&
+        w.byReference == prepared_.byReference && w.buffers == prepared_.buffers)
+      return;
+    prepare(w);
+    prepared_.work = &w;
+    prepared_.plan = w.plan;
+    prepared_.program = w.program;
+    prepared_.rank = w.rank;
+    prepared_.conns = w.conns;
+    prepared_.type = w.type;
+    prepared_.op = w.op;
+    prepared_.byReference = w.byReference;
+    prepared_.buffers = w.buffers;
+  }
+
+  // What the executor derives from a Work before running it: thresholds, store kinds, bursts.
+  void prepare(const Work& w) {
+    firstLinks_.assign(w.program->lanes.size(), FirstLinks{});
     streamOutput_ = streamLanded_ = false;
     rdvBytes_ = rendezvousBytes(w.plan->spec.coll == plan::Collective::kAllReduce &&
                                 w.buffers[plan::kInput] == w.buffers[plan::kOutput]);
@@ -324,10 +345,16 @@ class WorkRunner {
               Stall* stall) {
     if (!ls.begun) {
       if (!depsDone(s)) return 0;
-      const plan::Lane& L = w_->program->lanes[lane];
-      ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
-                                    : nullptr;
-      ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
+      if (ls.step == 0 && firstLinks_[lane].known) {
+        ls.send = firstLinks_[lane].send;
+        ls.recv = firstLinks_[lane].recv;
+      } else {
+        const plan::Lane& L = w_->program->lanes[lane];
+        ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
+                                      : nullptr;
+        ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
+        if (ls.step == 0) firstLinks_[lane] = {ls.send, ls.recv, true};
+      }
       ls.begun = true;
       ls.done = 0;
       if (s.op == Op::kRecv && ls.step >= ls.landingEnd) offerLanding(lane, ls);
@@ -535,6 +562,27 @@ class WorkRunner {
 
   Work* w_ = nullptr;
   std::vector<LaneState>* lanes_ = nullptr;
+  // Each lane's links for its first step, kept while the same Work runs again (a link, once
+  // opened, lasts as long as its communicator, and a Work is prepared anew for another).
+  struct FirstLinks {
+    transport::Connection* send = nullptr;
+    transport::Connection* recv = nullptr;
+    bool known = false;
+  };
+  std::vector<FirstLinks> firstLinks_;
+  // The Work prepare() last ran for, and what of it the derived state depends on (the plan held,
+  // so no other takes its address).
+  struct {
+    const Work* work = nullptr;
+    std::shared_ptr<const plan::Plan> plan;
+    const plan::Program* program = nullptr;
+    int rank = -1;
+    const ConnectionSource* conns = nullptr;
+    DataType type = DataType::kFloat32;
+    RedOp op = RedOp::kSum;
+    bool byReference = true;
+    std::vector<char*> buffers;
+  } prepared_;
   std::vector<Outstanding> outstanding_;
   std::vector<uint32_t> bursts_;  // per lane, when the plan's lane shares differ; else empty
   std::vector<char> bounce_;

@@ -704,6 +704,26 @@ TEST(ReducePublicTest, StreamingCopyMatchesMemcpyAtEveryAlignment) {
   for (size_t i = 0; i < 512; ++i) ASSERT_EQ(buf[64 + i], src[i]);
 }
 
+TEST(ReducePublicTest, SmallCopiesMatchMemmoveAtEveryLengthAndOverlap) {
+  // Up to 64 bytes copy inline: every length, both directions of overlap, and apart.
+  std::vector<unsigned char> pattern(256);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<unsigned char>(i * 29 + 3);
+  for (size_t len = 0; len <= 66; ++len)
+    for (long shift : {-9L, -1L, 0L, 1L, 8L, 33L, 100L}) {
+      std::vector<unsigned char> got(pattern), want(pattern);
+      const size_t from = 80, to = static_cast<size_t>(80 + shift);
+      copyElements(DataType::kUint8, got.data() + to, got.data() + from, len, nullptr,
+                   Store::kCached);
+      std::memmove(want.data() + to, want.data() + from, len);
+      ASSERT_EQ(got, want) << "len " << len << " shift " << shift;
+    }
+  // Typed counts: 3 floats are 12 bytes.
+  const float in[3] = {1.5f, -2.0f, 3.25f};
+  float out[3] = {};
+  copyElements(DataType::kFloat32, out, in, 3, nullptr, Store::kStreaming);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], in[i]);
+}
+
 TEST(ReducePublicTest, StreamingReduceMatchesCached) {
   const size_t n = 10007;
   std::vector<float> a(n), b(n), cached(n + 16), streamed(n + 16);
