@@ -68,8 +68,10 @@ uint64_t bytesFromEnv(const char* name) {
 // alltoall, broadcast, gather, scatter) that pays only once the buffers outgrow what the caches
 // keep between calls: 2 ranks, us a call out of place / in place, with 3 MiB against 16 MiB,
 // allgather 4 MiB 137-210 / 75-79 against 102-118 / 53-64, broadcast 8 MiB 306-360 / 205-209
-// against 269-288 / 160-172, scatter 8 MiB 260-273 / 103-109 against 167-182 / 75-77; at 16 MiB
-// both stream.
+// against 269-288 / 160-172, scatter 8 MiB 260-273 / 103-109 against 167-182 / 75-77. The
+// crossover lies between 16 and 24 MiB touched: with 20 MiB against 16, alltoall 8 MiB (16
+// touched) 246-272 against 278-297, allgather 16 MiB in place 267-298 against 305-425, while
+// allgather 16 MiB out of place (24 touched) streams: 641-680 against 762-816 cached.
 uint64_t streamOutputBytes() {
   static const uint64_t v = bytesFromEnv("WEFT_STREAM_BYTES");
   return v;
