@@ -174,7 +174,13 @@ class WorkRunner {
 
   // What the executor derives from a Work before running it: thresholds, store kinds, bursts.
   void prepare(const Work& w) {
-    firstLinks_.assign(w.program->lanes.size(), FirstLinks{});
+    laneLinks_.assign(w.program->lanes.size(), 0);
+    size_t steps = 0;
+    for (size_t l = 0; l < w.program->lanes.size(); ++l) {
+      laneLinks_[l] = steps;
+      steps += w.program->lanes[l].steps.size();
+    }
+    stepLinks_.assign(steps, StepLinks{});
     streamOutput_ = streamLanded_ = false;
     rdvBytes_ = rendezvousBytes(w.plan->spec.coll == plan::Collective::kAllReduce &&
                                 w.buffers[plan::kInput] == w.buffers[plan::kOutput]);
@@ -347,16 +353,17 @@ class WorkRunner {
               Stall* stall) {
     if (!ls.begun) {
       if (!depsDone(s)) return 0;
-      if (ls.step == 0 && firstLinks_[lane].known) {
-        ls.send = firstLinks_[lane].send;
-        ls.recv = firstLinks_[lane].recv;
-      } else {
+      StepLinks& known = stepLinks_[laneLinks_[lane] + ls.step];
+      if (!known.known) {
         const plan::Lane& L = w_->program->lanes[lane];
-        ls.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
-                                      : nullptr;
-        ls.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
-        if (ls.step == 0) firstLinks_[lane] = {ls.send, ls.recv, true};
+        known.send = plan::opSends(s.op)
+                         ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
+                         : nullptr;
+        known.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
+        known.known = true;
       }
+      ls.send = known.send;
+      ls.recv = known.recv;
       ls.begun = true;
       ls.done = 0;
       if (s.op == Op::kRecv && ls.step >= ls.landingEnd) offerLanding(lane, ls);
@@ -564,14 +571,15 @@ class WorkRunner {
 
   Work* w_ = nullptr;
   std::vector<LaneState>* lanes_ = nullptr;
-  // Each lane's links for its first step, kept while the same Work runs again (a link, once
+  // Each step's links, looked up once and kept while the same Work runs again (a link, once
   // opened, lasts as long as its communicator, and a Work is prepared anew for another).
-  struct FirstLinks {
+  struct StepLinks {
     transport::Connection* send = nullptr;
     transport::Connection* recv = nullptr;
     bool known = false;
   };
-  std::vector<FirstLinks> firstLinks_;
+  std::vector<StepLinks> stepLinks_;  // lane l's steps from laneLinks_[l] on
+  std::vector<size_t> laneLinks_;
   // The Work prepare() last ran for, and what of it the derived state depends on (the plan held,
   // so no other takes its address).
   struct {
