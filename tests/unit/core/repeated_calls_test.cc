@@ -3,6 +3,7 @@
 // argument, operator or communicator (also one rebuilt at a reused address) prepares anew.
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -72,6 +73,40 @@ TEST(RepeatedCalls, RebuiltCommunicatorsPrepareAnew) {
       }
     });
   }
+}
+
+TEST(RepeatedCalls, RankThreadsKeptAcrossRebuilds) {
+  // The same threads call through communicators destroyed and made again (likely at reused
+  // addresses) with the same buffers: the executor keeps what it derived from a Work, and each
+  // step's links, while the same Work runs again, and must not keep them across generations.
+  // Rank counts differ by generation, so stale links would reach the wrong or a freed peer.
+  const std::vector<int> generations{2, 3, 2, 4, 2};
+  constexpr int kThreads = 4;
+  std::barrier sync(kThreads);
+  ncclUniqueId id{};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kThreads; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<float> buf(37);
+      for (int n : generations) {
+        if (r == 0) ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+        sync.arrive_and_wait();  // the id is out
+        if (r < n) {
+          ncclComm_t comm = nullptr;
+          ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
+          for (int iter = 0; iter < 6; ++iter) {
+            for (float& x : buf) x = static_cast<float>(r + iter);
+            ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum,
+                                    comm, nullptr),
+                      ncclSuccess);
+            ASSERT_EQ(buf[36], static_cast<float>(n * (n - 1) / 2 + n * iter)) << n << " " << r;
+          }
+          ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
+        }
+        sync.arrive_and_wait();  // this generation is gone before the next id
+      }
+    });
+  for (auto& t : threads) t.join();
 }
 
 TEST(RepeatedCalls, MismatchAfterRepeatsIsReported) {
