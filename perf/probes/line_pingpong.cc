@@ -1,6 +1,7 @@
 // Round trip of one cache line between two cores: the floor under any collective whose ranks
 // wait on each other every call (a 2-rank allreduce needs at least half of it per call).
-//   line_pingpong [cpuA cpuB [round trips]]   (default: 0 1 2000000)
+//   line_pingpong [cpuA cpuB [round trips [nt]]]   (default: 0 1 2000000; nt: each side
+//   stores its flag with a non-temporal store and a fence instead of a release store)
 #include <pthread.h>
 #include <sched.h>
 
@@ -8,7 +9,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -20,6 +25,19 @@ bool pin(int cpu) {
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+bool gNonTemporal = false;
+
+void put(std::atomic<long>& flag, long v) {
+#if defined(__x86_64__)
+  if (gNonTemporal) {
+    _mm_stream_si64(reinterpret_cast<long long*>(&flag), v);
+    _mm_sfence();
+    return;
+  }
+#endif
+  flag.store(v, std::memory_order_release);
 }
 
 void relax() {
@@ -34,8 +52,9 @@ int main(int argc, char** argv) {
   const int cpuA = argc > 2 ? std::atoi(argv[1]) : 0;
   const int cpuB = argc > 2 ? std::atoi(argv[2]) : 1;
   const long trips = argc > 3 ? std::atol(argv[3]) : 2000000;
+  gNonTemporal = argc > 4 && std::strcmp(argv[4], "nt") == 0;
   if (trips <= 0) {
-    std::fprintf(stderr, "usage: line_pingpong [cpuA cpuB [round trips > 0]]\n");
+    std::fprintf(stderr, "usage: line_pingpong [cpuA cpuB [round trips > 0 [nt]]]\n");
     return 2;
   }
   bool pinned = true;
@@ -43,19 +62,20 @@ int main(int argc, char** argv) {
     if (!pin(cpuB)) pinned = false;
     for (long i = 1; i <= trips; ++i) {
       while (gPing.load(std::memory_order_acquire) != i) relax();
-      gPong.store(i, std::memory_order_release);
+      put(gPong, i);
     }
   });
   if (!pin(cpuA)) pinned = false;
   const auto start = std::chrono::steady_clock::now();
   for (long i = 1; i <= trips; ++i) {
-    gPing.store(i, std::memory_order_release);
+    put(gPing, i);
     while (gPong.load(std::memory_order_acquire) != i) relax();
   }
   const auto end = std::chrono::steady_clock::now();
   peer.join();
   const double ns = std::chrono::duration<double, std::nano>(end - start).count() / trips;
-  std::printf("cpus %d and %d%s: round trip %.1f ns, one way %.1f ns (%ld trips)\n", cpuA, cpuB,
-              pinned ? "" : " (not pinned)", ns, ns / 2, trips);
+  std::printf("cpus %d and %d%s%s: round trip %.1f ns, one way %.1f ns (%ld trips)\n", cpuA,
+              cpuB, pinned ? "" : " (not pinned)", gNonTemporal ? ", non-temporal flags" : "", ns,
+              ns / 2, trips);
   return 0;
 }
