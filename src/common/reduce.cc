@@ -243,8 +243,6 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
   return r;
 }
 
-constexpr size_t kScalarReduceBytes = 32;
-
 // 8 MiB: beyond the share of last-level cache one core can count on here (32 MiB, 2 cores).
 std::atomic<size_t> gStreamMinBytes{size_t{8} << 20};
 
@@ -390,6 +388,9 @@ SimdLevel activeSimdLevel() {
   static const SimdLevel kLevel = pickLevel();
   return kLevel;
 }
+
+// Up to this many bytes a reduction goes straight to the scalar loop.
+constexpr size_t kScalarReduceBytes = 32;
 
 void reduceWith(SimdLevel level, DataType t, RedOp op, void* dst, const void* a, bool scaleA,
                 const void* b, bool scaleB, size_t count, const Scalar* scalar, Store store) {

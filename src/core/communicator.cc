@@ -356,6 +356,7 @@ exec::Work Communicator::collectiveWork(const Call& call) {
 void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   // Every field is set, so a Work reused from an earlier call keeps only its vectors' capacity.
   exec::Work& w = *out;
+  w.stamp = exec::nextWorkStamp();
   w.finish = nullptr;
   w.keep.reset();
   w.byReference = true;

@@ -154,22 +154,11 @@ class WorkRunner {
     lanes_ = &lanes;
     lanes.assign(w.program->lanes.size(), LaneState{});
     outstanding_.clear();
-    // A loop of identical calls runs the same Work again: what follows from it stands.
-    if (&w == prepared_.work && w.plan == prepared_.plan && w.program == prepared_.program &&
-        w.rank == prepared_.rank && w.conns == prepared_.conns && w.type == prepared_.type &&
-        w.op == prepared_.op &&
-        w.byReference == prepared_.byReference && w.buffers == prepared_.buffers)
-      return;
-    prepare(w);
-    prepared_.work = &w;
-    prepared_.plan = w.plan;
-    prepared_.program = w.program;
-    prepared_.rank = w.rank;
-    prepared_.conns = w.conns;
-    prepared_.type = w.type;
-    prepared_.op = w.op;
-    prepared_.byReference = w.byReference;
-    prepared_.buffers = w.buffers;
+    // A repeated call runs a Work of the same stamp: what follows from it stands.
+    if (w.stamp == 0 || w.stamp != preparedStamp_) {
+      prepare(w);
+      preparedStamp_ = w.stamp;
+    }
   }
 
   // What the executor derives from a Work before running it: thresholds, store kinds, bursts.
@@ -571,8 +560,8 @@ class WorkRunner {
 
   Work* w_ = nullptr;
   std::vector<LaneState>* lanes_ = nullptr;
-  // Each step's links, looked up once and kept while the same Work runs again (a link, once
-  // opened, lasts as long as its communicator, and a Work is prepared anew for another).
+  // Each step's links, looked up once and kept while a Work of the same stamp runs again (a
+  // link, once opened, lasts as long as its communicator, and another Work has another stamp).
   struct StepLinks {
     transport::Connection* send = nullptr;
     transport::Connection* recv = nullptr;
@@ -580,19 +569,7 @@ class WorkRunner {
   };
   std::vector<StepLinks> stepLinks_;  // lane l's steps from laneLinks_[l] on
   std::vector<size_t> laneLinks_;
-  // The Work prepare() last ran for, and what of it the derived state depends on (the plan held,
-  // so no other takes its address).
-  struct {
-    const Work* work = nullptr;
-    std::shared_ptr<const plan::Plan> plan;
-    const plan::Program* program = nullptr;
-    int rank = -1;
-    const ConnectionSource* conns = nullptr;
-    DataType type = DataType::kFloat32;
-    RedOp op = RedOp::kSum;
-    bool byReference = true;
-    std::vector<char*> buffers;
-  } prepared_;
+  uint64_t preparedStamp_ = 0;  // the stamp of the Work prepare() last ran for
   std::vector<Outstanding> outstanding_;
   std::vector<uint32_t> bursts_;  // per lane, when the plan's lane shares differ; else empty
   std::vector<char> bounce_;
@@ -785,6 +762,11 @@ size_t rendezvousBytes(bool rewritesWhatItSends) {
 }
 
 uint64_t landedSlices() { return gLandedSlices.load(std::memory_order_relaxed); }
+
+uint64_t nextWorkStamp() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 std::vector<uint32_t> laneBursts(const plan::Program& program) {
   uint32_t least = 0;

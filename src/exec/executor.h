@@ -45,7 +45,14 @@ struct Work {
   // receives into outside the plan's own ordering (e.g. an in-place ncclSend/ncclRecv pair): a
   // receive there would wait for the peer to read, while the peer waits the same way.
   bool byReference = true;
+  // Names what the Work holds (nextWorkStamp()), kept while its owner runs it again unchanged
+  // but for tags (a repeated call): the executor then keeps what it derived from it, links
+  // included. 0: unnamed, derived anew every run.
+  uint64_t stamp = 0;
 };
+
+// A stamp no Work of this process had before.
+uint64_t nextWorkStamp();
 
 // buffers may point into inlineScratch: a Work must be moved, never copied, once filled.
 static_assert(std::is_nothrow_move_constructible_v<Work>, "vectors of Work must move them");
