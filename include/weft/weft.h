@@ -47,6 +47,15 @@ ncclResult_t weftCommInitFromEnv(ncclComm_t* comm);
  */
 uint64_t weftLandedSlices(void);
 
+/*
+ * Calls on `comm` that went straight through: a blocking call outside a group that repeats the
+ * calling thread's previous one (same communicator, buffers, count, type, op and root) and in
+ * which this rank either sends or receives one small message (up to 1 KiB: a broadcast, reduce,
+ * gather or scatter, say) completes in a few hundred instructions when its peer is ready,
+ * without the executor. For diagnostics and tests: 0 for a bad handle.
+ */
+uint64_t weftStraightCalls(ncclComm_t comm);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

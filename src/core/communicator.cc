@@ -297,8 +297,8 @@ const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Ch
   return *it->second;
 }
 
-uint32_t Communicator::nextCollectiveTag(const Call& c) {
-  uint64_t h = mix(0x636f6c6cull, ++collSeq_);
+uint32_t Communicator::collectiveTag(uint64_t seq, const Call& c) {
+  uint64_t h = mix(0x636f6c6cull, seq);
   h = mix(h, static_cast<uint64_t>(c.coll));
   h = mix(h, c.count);
   h = mix(h, static_cast<uint64_t>(c.type));

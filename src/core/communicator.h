@@ -52,6 +52,17 @@ class Communicator : public exec::ConnectionSource {
   // op, root), ready to run again: only its message tags advance. False (nothing changed) when
   // the Work cannot be reused that way (pooled scratch, a user-defined op).
   bool refillCollectiveWork(const Call& call, exec::Work* w);
+  // The same for a Work run straight through (exec::runStraight): the tag the next identical call
+  // carries, without taking it; take it (commitStraightCall) only once the call went through.
+  uint32_t peekCollectiveTag(const Call& call, const exec::Work& w) const {
+    return collectiveTag(collSeq_ + 1, call) ^ w.planTag;
+  }
+  void commitStraightCall() {
+    ++collSeq_;
+    straightCalls_.store(straightCalls_.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);  // one writer: the calling thread
+  }
+  uint64_t straightCalls() const { return straightCalls_.load(std::memory_order_relaxed); }
   // Builds the Work for the point-to-point calls of one group (in call order).
   exec::Work p2pWork(const std::vector<Call>& calls);
 
@@ -93,7 +104,8 @@ class Communicator : public exec::ConnectionSource {
   std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
   void attachSynthesizedPlans();
   uint32_t synthMode_ = 0;  // rank 0's WEFT_SYNTH
-  uint32_t nextCollectiveTag(const Call& call);
+  uint32_t nextCollectiveTag(const Call& call) { return collectiveTag(++collSeq_, call); }
+  static uint32_t collectiveTag(uint64_t seq, const Call& call);
 
   CommConfig cfg_;
   int rank_ = 0;
@@ -147,6 +159,7 @@ class Communicator : public exec::ConnectionSource {
   std::shared_ptr<const plan::Plan> lastPlan_;
 
   uint64_t collSeq_ = 0;
+  std::atomic<uint64_t> straightCalls_{0};
   std::vector<uint64_t> sendSeq_, recvSeq_;
 
   struct PreMulOp {

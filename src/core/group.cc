@@ -167,6 +167,27 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
   return st;
 }
 
+}  // namespace
+
+bool repeatStraight(const Call& call) {
+  ThreadCalls& thread = threadCalls();
+  Reused& r = thread.reused;
+  if (thread.group.depth != 0 || !r.refillable || !sameCall(r.last, call) ||
+      r.serial != call.comm->serial() || call.comm->asyncError() != Status::kSuccess)
+    return false;
+  exec::Work& w = r.tasks.front().units.front();
+  if (w.keep || (w.abort && w.abort->load(std::memory_order_relaxed))) return false;
+  try {
+    if (!exec::runStraight(w, call.comm->peekCollectiveTag(call, w))) return false;
+  } catch (const Error&) {
+    return false;  // the ordinary path meets it again and reports it
+  }
+  call.comm->commitStraightCall();
+  return true;
+}
+
+namespace {
+
 // One call outside a group: the common case, without the grouping maps.
 Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
   if (!call.stream && call.coll != plan::Collective::kSendRecv)

@@ -23,6 +23,12 @@ Status groupSimulateEnd(double* estimatedUs, std::string* why);
 // collects it for the group's End.
 Status submit(const Call& call, std::string* why);
 
+// A blocking collective outside a group that repeats this thread's last one (same
+// communicator, buffers, count, type, op, root; the last one succeeded) and can complete at once
+// without waiting (exec::runStraight): runs it and returns true. False: nothing was done; submit
+// it. Never throws.
+bool repeatStraight(const Call& call);
+
 // Jobs that must run concurrently with the other ranks' (communicator init, split): run now
 // outside a group, in parallel threads at the group's End inside one.
 Status deferOrRun(std::function<Status(std::string*)> job, std::string* why);

@@ -101,6 +101,14 @@ class RunScratch {
   std::unique_ptr<States> states_;
 };
 
+// Runs `w` at once, without the lane machinery, when its program is a few steps with no
+// dependency on a later lane: local copies and reductions of at most 64 KiB and either one send
+// or one receive (plain or reducing) of at most 1 KiB, whose slot is free or whose message,
+// tagged `tag`, is there (both waited for briefly). For repeated
+// small calls: the caller knows the Work is unchanged but for its tag. False: nothing was done;
+// run() it. May throw where connection() does.
+bool runStraight(Work& w, uint32_t tag);
+
 // Runs all tasks to completion, interleaving them; returns the first error (other tasks are then
 // abandoned). `timeout` bounds any stretch without progress.
 RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout);

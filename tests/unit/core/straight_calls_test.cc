@@ -1,0 +1,153 @@
+// Repeated small blocking calls in which a rank only sends or only receives one message go
+// straight through (exec::runStraight) when the peer is ready: results stay exact call after
+// call as the data changes, a late peer leaves the call to the executor, and a peer that then
+// calls something else (another count, another collective) is an error, never a silent mix.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "weft/weft.h"
+
+namespace {
+
+template <class F>
+void onRanks(int n, F body) {
+  std::vector<ncclComm_t> comms(n);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, comms[r]); });
+  for (auto& t : threads) t.join();
+  for (auto c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
+float valueOf(int rank, int iter, size_t i) {
+  return static_cast<float>((rank + 1) * 1000 + iter * 7 + static_cast<int>(i % 13));
+}
+
+enum class Kind { kBroadcast, kReduce, kGather, kScatter };
+
+// One call of `kind` with root `root`, per rank `count` floats from `in` to `out`; checks the
+// result and returns whether it was exact.
+::testing::AssertionResult callAndCheck(Kind kind, int rank, int n, int root, size_t count,
+                                        int iter, bool inPlace, std::vector<float>& in,
+                                        std::vector<float>& out, ncclComm_t comm) {
+  const size_t total = count * static_cast<size_t>(n);
+  for (size_t i = 0; i < total; ++i) in[i] = valueOf(rank, iter, i);
+  std::fill(out.begin(), out.end(), -1.0f);
+  ncclResult_t st = ncclSuccess;
+  switch (kind) {
+    case Kind::kBroadcast:
+      if (inPlace) {
+        if (rank == root) std::copy(in.begin(), in.begin() + count, out.begin());
+        st = ncclBroadcast(out.data(), out.data(), count, ncclFloat32, root, comm, nullptr);
+      } else {
+        st = ncclBroadcast(in.data(), out.data(), count, ncclFloat32, root, comm, nullptr);
+      }
+      break;
+    case Kind::kReduce:
+      st = ncclReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, root, comm, nullptr);
+      break;
+    case Kind::kGather:
+      st = ncclGather(in.data(), out.data(), count, ncclFloat32, root, comm, nullptr);
+      break;
+    case Kind::kScatter:
+      st = ncclScatter(in.data(), out.data(), count, ncclFloat32, root, comm, nullptr);
+      break;
+  }
+  if (st != ncclSuccess) return ::testing::AssertionFailure() << ncclGetLastError(comm);
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    switch (kind) {
+      case Kind::kBroadcast: want = valueOf(root, iter, i); break;
+      case Kind::kReduce:
+        if (rank != root) return ::testing::AssertionSuccess();
+        for (int r = 0; r < n; ++r) want += valueOf(r, iter, i);
+        break;
+      case Kind::kGather:
+        if (rank != root) return ::testing::AssertionSuccess();
+        for (int r = 0; r < n; ++r)
+          if (out[r * count + i] != valueOf(r, iter, i))
+            return ::testing::AssertionFailure() << "gather block " << r << " element " << i;
+        continue;
+      case Kind::kScatter: want = valueOf(root, iter, rank * count + i); break;
+    }
+    if (out[i] != want)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << out[i] << " instead of " << want;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(StraightCalls, RepeatedSmallRootedCallsStayExact) {
+  for (int n : {2, 3})
+    for (Kind kind : {Kind::kBroadcast, Kind::kReduce, Kind::kGather, Kind::kScatter})
+      for (size_t count : {size_t(1), size_t(2), size_t(64), size_t(256)})
+        for (bool inPlace : {false, true}) {
+          if (inPlace && kind != Kind::kBroadcast) continue;
+          std::vector<uint64_t> straight(n);
+          onRanks(n, [&](int rank, ncclComm_t comm) {
+            std::vector<float> in(count * n), out(count * n);
+            // EXPECT, not ASSERT: a rank that stopped calling would leave the others waiting.
+            for (int iter = 0; iter < 300; ++iter)
+              EXPECT_TRUE(callAndCheck(kind, rank, n, n - 1, count, iter, inPlace, in, out, comm))
+                  << "n " << n << " kind " << int(kind) << " count " << count << " iter " << iter;
+            straight[rank] = weftStraightCalls(comm);
+          });
+          // The ranks that only send or only receive: at least some of their calls go straight
+          // (a peer a moment late sends a call to the executor instead).
+          uint64_t total = 0;
+          for (uint64_t s : straight) total += s;
+          if (n == 2) EXPECT_GT(total, 0u) << "kind " << int(kind) << " count " << count;
+        }
+}
+
+TEST(StraightCalls, LatePeerLeavesTheCallToTheExecutor) {
+  // The root sleeps before some calls: the receiver's short wait ends and the executor finishes
+  // the call; the next calls go straight again.
+  onRanks(2, [](int rank, ncclComm_t comm) {
+    std::vector<float> in(16), out(16);
+    for (int iter = 0; iter < 40; ++iter) {
+      if (rank == 0 && iter % 10 == 5) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_TRUE(callAndCheck(Kind::kBroadcast, rank, 2, 0, 4, iter, false, in, out, comm))
+          << iter;
+    }
+  });
+}
+
+TEST(StraightCalls, ChangedCallAfterRepeatsIsReported) {
+  // The receiver repeats its call while the root changes the count, then the collective: the
+  // message's size or tag no longer fits, the straight path leaves it, and the executor reports
+  // the mismatch.
+  for (int change : {0, 1}) {
+    std::vector<ncclComm_t> comms(2);
+    ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+    std::vector<ncclResult_t> last(2, ncclSuccess);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<float> a(64, 1.0f), b(64);
+        for (int i = 0; i < 20; ++i)
+          ASSERT_EQ(ncclBroadcast(a.data(), b.data(), 8, ncclFloat32, 0, comms[r], nullptr),
+                    ncclSuccess);
+        if (r == 1)
+          last[r] = ncclBroadcast(a.data(), b.data(), 8, ncclFloat32, 0, comms[r], nullptr);
+        else if (change == 0)
+          last[r] = ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, 0, comms[r], nullptr);
+        else
+          last[r] = ncclReduce(a.data(), b.data(), 8, ncclFloat32, ncclSum, 1, comms[r], nullptr);
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_NE(last[1], ncclSuccess) << "change " << change;
+    for (auto c : comms) ncclCommAbort(c);
+  }
+}
+
+TEST(StraightCalls, BadHandleCountsNothing) {
+  EXPECT_EQ(weftStraightCalls(nullptr), 0u);
+}
+
+}  // namespace
