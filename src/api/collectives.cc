@@ -80,16 +80,23 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
   // at once (core::repeatStraight): its arguments were checked then, and only the handle's
   // state can have changed since.
   if (!stream && !isSend && comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive &&
-      comm->state.load(std::memory_order_relaxed) == 0 &&
-      core::repeatStraight(core::Call{.comm = comm->impl,
-                                      .coll = coll,
-                                      .send = send,
-                                      .recv = recv,
-                                      .count = count,
-                                      .type = static_cast<DataType>(type),
-                                      .op = op,
-                                      .root = root}))
-    return ncclSuccess;
+      comm->state.load(std::memory_order_relaxed) == 0) {
+    Status st;
+    std::string why;
+    if (core::repeatStraight(core::Call{.comm = comm->impl,
+                                        .coll = coll,
+                                        .send = send,
+                                        .recv = recv,
+                                        .count = count,
+                                        .type = static_cast<DataType>(type),
+                                        .op = op,
+                                        .root = root},
+                             &st, &why))
+      return st == Status::kSuccess ? ncclSuccess : guard(fn, [&](std::string* w) {
+        *w = why;
+        return st;
+      });
+  }
   return guard(fn, [&](std::string* why) {
     core::Call c{.coll = coll,
                  .send = send,

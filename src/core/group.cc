@@ -169,7 +169,7 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
 
 }  // namespace
 
-bool repeatStraight(const Call& call) {
+bool repeatStraight(const Call& call, Status* st, std::string* why) {
   ThreadCalls& thread = threadCalls();
   Reused& r = thread.reused;
   if (thread.group.depth != 0 || !r.refillable || !sameCall(r.last, call) ||
@@ -177,12 +177,20 @@ bool repeatStraight(const Call& call) {
     return false;
   exec::Work& w = r.tasks.front().units.front();
   if (w.keep || (w.abort && w.abort->load(std::memory_order_relaxed))) return false;
+  exec::Straight done;
   try {
-    if (!exec::runStraight(w, call.comm->peekCollectiveTag(call, w))) return false;
+    done = exec::runStraight(w, call.comm->peekCollectiveTag(call, w));
   } catch (const Error&) {
-    return false;  // the ordinary path meets it again and reports it
+    return false;  // nothing was done: the ordinary path meets it again and reports it
   }
+  if (done == exec::Straight::kNotRun) return false;
   call.comm->commitStraightCall();
+  *st = Status::kSuccess;
+  if (done == exec::Straight::kDone) return true;
+  // Our message went out and the peer's has not come: the executor waits for it.
+  *st = runTasks(r.tasks, r.comms, why, &thread.scratch);
+  w.lanesDone = 0;
+  r.refillable = *st == Status::kSuccess;
   return true;
 }
 

@@ -153,6 +153,8 @@ class WorkRunner {
     w_ = &w;
     lanes_ = &lanes;
     lanes.assign(w.program->lanes.size(), LaneState{});
+    for (size_t l = 0; w.lanesDone != 0 && l < lanes.size() && l < 64; ++l)
+      if (w.lanesDone >> l & 1) lanes[l].step = w.program->lanes[l].steps.size();
     outstanding_.clear();
     // A repeated call runs a Work of the same stamp: what follows from it stands.
     if (w.stamp == 0 || w.stamp != preparedStamp_) {
@@ -248,7 +250,7 @@ class WorkRunner {
   void begin() {
     remaining_ = 0;
     for (size_t l = 0; l < lanes_->size(); ++l)
-      if (!w_->program->lanes[l].steps.empty()) ++remaining_;
+      if ((*lanes_)[l].step < w_->program->lanes[l].steps.size()) ++remaining_;
   }
 
   // Advances every lane as far as it can; returns true if anything moved.

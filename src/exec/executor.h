@@ -49,6 +49,9 @@ struct Work {
   // but for tags (a repeated call): the executor then keeps what it derived from it, links
   // included. 0: unnamed, derived anew every run.
   uint64_t stamp = 0;
+  // Lanes (bit l: lane l) whose every step already ran elsewhere (runStraight sent a message and
+  // leaves the rest of the call to run()): they start finished, and steps waiting on them go.
+  uint64_t lanesDone = 0;
 };
 
 // A stamp no Work of this process had before.
@@ -101,13 +104,18 @@ class RunScratch {
   std::unique_ptr<States> states_;
 };
 
-// Runs `w` at once, without the lane machinery, when its program is a few steps with no
-// dependency on a later lane: local copies and reductions of at most 64 KiB and either one send
-// or one receive (plain or reducing) of at most 1 KiB, whose slot is free or whose message,
-// tagged `tag`, is there (both waited for briefly). For repeated
-// small calls: the caller knows the Work is unchanged but for its tag. False: nothing was done;
-// run() it. May throw where connection() does.
-bool runStraight(Work& w, uint32_t tag);
+// Runs `w` without the lane machinery, for repeated small calls (the caller knows the Work is
+// unchanged but for its tag, `tag`), when its program is a few steps with no dependency on a
+// later lane: local copies and reductions of at most 64 KiB and one send, one receive (plain or
+// reducing), or both as an exchange whose send is a lane of its own, each of at most 1 KiB.
+//   kNotRun:  nothing was done (a slot not free, a message not there after a brief wait, or
+//             another shape): run() the Work as usual.
+//   kDone:    the call is complete.
+//   kSent:    an exchange's send went out but its message has not come: the Work's laneTags
+//             are `tag` and its lanesDone names the send's lane; run() it, then clear lanesDone.
+// May throw where connection() does (before anything is done).
+enum class Straight { kNotRun, kDone, kSent };
+Straight runStraight(Work& w, uint32_t tag);
 
 // Runs all tasks to completion, interleaving them; returns the first error (other tasks are then
 // abandoned). `timeout` bounds any stretch without progress.

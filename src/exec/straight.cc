@@ -30,10 +30,11 @@ constexpr uint32_t kStraightPolls = 512;
 
 bool localOp(Op op) { return op == Op::kNop || op == Op::kCopy || op == Op::kReduce; }
 
+
 }  // namespace
 
-bool runStraight(Work& w, uint32_t tag) {
-  if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return false;
+Straight runStraight(Work& w, uint32_t tag) {
+  if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return Straight::kNotRun;
   const auto& lanes = w.program->lanes;
   const uint64_t es = dataTypeSize(w.type);
   auto at = [&](const plan::Ref& r) -> char* {
@@ -45,78 +46,84 @@ bool runStraight(Work& w, uint32_t tag) {
   // The shape: lanes run one after the other, so a step may depend only on steps before it.
   const plan::Step* send = nullptr;
   const plan::Step* recv = nullptr;
-  const plan::Lane* sendLane = nullptr;
-  const plan::Lane* recvLane = nullptr;
-  size_t steps = 0;
+  size_t sendLane = 0, recvLane = 0, steps = 0;
   for (size_t l = 0; l < lanes.size(); ++l) {
     for (size_t i = 0; i < lanes[l].steps.size(); ++i) {
       const plan::Step& s = lanes[l].steps[i];
-      if (++steps > kStraightSteps) return false;
+      if (++steps > kStraightSteps) return Straight::kNotRun;
       for (const plan::StepRef& d : s.deps) {
         const auto dl = static_cast<size_t>(d.lane), ds = static_cast<size_t>(d.step);
-        if (dl > l || (dl == l && ds >= i)) return false;
+        if (dl > l || (dl == l && ds >= i)) return Straight::kNotRun;
       }
       const uint64_t bytes = s.count * es;
       if (localOp(s.op)) {
         if (s.op != Op::kNop && (!at(s.dst) || !at(s.src) || bytes > kStraightLocalBytes))
-          return false;
+          return Straight::kNotRun;
       } else if (s.op == Op::kSend && !send) {
-        if (!at(s.src) || bytes == 0 || bytes > kStraightBytes) return false;
+        if (!at(s.src) || bytes == 0 || bytes > kStraightBytes) return Straight::kNotRun;
         send = &s;
-        sendLane = &lanes[l];
+        sendLane = l;
       } else if ((s.op == Op::kRecv || s.op == Op::kRecvReduce) && !recv) {
-        if (!at(s.dst) || bytes == 0 || bytes > kStraightBytes) return false;
+        if (!at(s.dst) || bytes == 0 || bytes > kStraightBytes) return Straight::kNotRun;
         recv = &s;
-        recvLane = &lanes[l];
+        recvLane = l;
       } else {
-        return false;
+        return Straight::kNotRun;
       }
     }
   }
-  // All local: the executor is quick enough. An exchange: the peer may be waiting for our send
-  // before it sends what we would wait for here, and once ours went out the call could no
-  // longer be left to the executor, so it runs there (tried: taking only exchanges whose
-  // message is already there made 2-rank allreduce slower, 8 B 0.48 us against 0.45).
-  if (send ? recv != nullptr : recv == nullptr) return false;
+  if (!send && !recv) return Straight::kNotRun;  // all local: the executor is quick enough
+  // An exchange sends first (its peer may be waiting for that before it sends what we wait
+  // for), so the send must be a lane of its own, first, that run() can then skip.
+  const bool exchange = send && recv;
+  if (exchange && (sendLane == recvLane || lanes[sendLane].steps.size() != 1 || sendLane > 63))
+    return Straight::kNotRun;
 
-  // Every message must be able to move now: nothing is done unless everything can be. A peer a
-  // moment behind is waited for here, briefly, while each rank has a core.
+  // Until a message goes out nothing is done unless everything can be. A peer a moment behind
+  // is waited for here, briefly, while each rank has a core.
   const uint32_t polls = oversubscribed() ? 1 : kStraightPolls;
   transport::Connection* in = nullptr;
   const void* inData = nullptr;
-  if (recv) {
-    in = w.conns->connection(recv->recvPeer, recvLane->channel);
+  auto received = [&](uint32_t most) {
     uint32_t got = 0, gotTag = 0;
     uint64_t remote = 0;
     bool present = false;
     for (uint32_t p = 0; !(inData = in->recvMessage(&got, &gotTag, &remote, &present)) && !present;
          cpuRelax())
-      if (++p >= polls) return false;
+      if (++p >= most) return false;
     // Anything unusual (by reference, another operation's) is the executor's to handle.
-    if (!inData || remote || gotTag != tag || got != recv->count * es) return false;
-  }
+    return inData && !remote && gotTag == tag && got == recv->count * es;
+  };
+  if (recv) in = w.conns->connection(recv->recvPeer, lanes[recvLane].channel);
+  if (recv && !exchange && !received(polls)) return Straight::kNotRun;
   transport::Connection* out = nullptr;
-  void* outSlot = nullptr;
+  void* slot = nullptr;
   if (send) {
-    out = w.conns->connection(send->sendPeer, plan::sendChannelOf(*sendLane));
-    if (send->count * es > out->slotBytes()) return false;
-    for (uint32_t p = 0; !(outSlot = out->sendSlotFor(send->count * es)); cpuRelax())
-      if (++p >= polls) return false;
+    out = w.conns->connection(send->sendPeer, plan::sendChannelOf(lanes[sendLane]));
+    const uint64_t bytes = send->count * es;
+    if (bytes > out->slotBytes()) return Straight::kNotRun;
+    for (uint32_t p = 0; !(slot = out->sendSlotFor(bytes)); cpuRelax())
+      if (++p >= polls) return Straight::kNotRun;
+  }
+  if (exchange) {
+    // The send's lane holds nothing else: send now, then wait for the peer's message.
+    std::memcpy(slot, at(send->src), send->count * es);
+    out->post(static_cast<uint32_t>(send->count * es), tag);
+    if (!received(polls)) {
+      std::fill(w.laneTags.begin(), w.laneTags.end(), tag);
+      w.lanesDone = uint64_t(1) << sendLane;
+      return Straight::kSent;
+    }
   }
 
-  for (const plan::Lane& lane : lanes)
-    for (const plan::Step& s : lane.steps) {
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    if (exchange && l == sendLane) continue;
+    for (const plan::Step& s : lanes[l].steps) {
       char* dst = at(s.dst);
       const char* src = at(s.src);
       switch (s.op) {
-        case Op::kCopy:
-          if (dst != src) std::memmove(dst, src, s.count * es);
-          break;
-        case Op::kReduce:
-          reduce(w.type, w.op, dst, dst, false, src, false, s.count, &w.scalar);
-          break;
         case Op::kSend:
-          std::memcpy(outSlot, src, s.count * es);
+          std::memcpy(slot, src, s.count * es);
           out->post(static_cast<uint32_t>(s.count * es), tag);
           break;
         case Op::kRecv:
@@ -127,10 +134,17 @@ bool runStraight(Work& w, uint32_t tag) {
           reduce(w.type, w.op, dst, dst, false, inData, false, s.count, &w.scalar);
           in->release();
           break;
+        case Op::kCopy:
+          if (dst != src) std::memmove(dst, src, s.count * es);
+          break;
+        case Op::kReduce:
+          reduce(w.type, w.op, dst, dst, false, src, false, s.count, &w.scalar);
+          break;
         default: break;
       }
     }
-  return true;
+  }
+  return Straight::kDone;
 }
 
 }  // namespace weft::exec

@@ -1,9 +1,11 @@
-// Repeated small blocking calls in which a rank only sends or only receives one message go
-// straight through (exec::runStraight) when the peer is ready: results stay exact call after
-// call as the data changes, a late peer leaves the call to the executor, and a peer that then
-// calls something else (another count, another collective) is an error, never a silent mix.
+// Repeated small blocking calls in which a rank sends or receives one message, or exchanges one
+// with a peer, go straight through (exec::runStraight) when the peer is ready: results stay exact
+// call after call as the data changes, a late peer leaves the call (or, once a rank's message of
+// an exchange went out, the rest of it) to the executor, and a peer that then calls something
+// else (another count, another collective) is an error, never a silent mix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -144,6 +146,131 @@ TEST(StraightCalls, ChangedCallAfterRepeatsIsReported) {
     EXPECT_NE(last[1], ncclSuccess) << "change " << change;
     for (auto c : comms) ncclCommAbort(c);
   }
+}
+
+enum class Exchange { kAllReduce, kAllGather, kReduceScatter, kAlltoAll };
+
+// One 2-rank call of `kind`, `count` floats per block; checks the result.
+::testing::AssertionResult exchangeAndCheck(Exchange kind, int rank, ncclRedOp_t op, size_t count,
+                                            int iter, bool inPlace, std::vector<float>& in,
+                                            std::vector<float>& out, ncclComm_t comm) {
+  constexpr int n = 2;
+  for (size_t i = 0; i < count * n; ++i) in[i] = valueOf(rank, iter, i);
+  std::fill(out.begin(), out.end(), -1.0f);
+  float* dst = inPlace ? in.data() : out.data();
+  ncclResult_t st = ncclSuccess;
+  switch (kind) {
+    case Exchange::kAllReduce:
+      st = ncclAllReduce(in.data(), dst, count, ncclFloat32, op, comm, nullptr);
+      break;
+    case Exchange::kAllGather:
+      if (inPlace)  // the own block sits in place
+        for (size_t i = 0; i < count; ++i) in[rank * count + i] = valueOf(rank, iter, i);
+      st = ncclAllGather(inPlace ? in.data() + rank * count : in.data(), dst, count, ncclFloat32,
+                         comm, nullptr);
+      break;
+    case Exchange::kReduceScatter:
+      st = ncclReduceScatter(in.data(), inPlace ? in.data() + rank * count : dst, count,
+                             ncclFloat32, op, comm, nullptr);
+      break;
+    case Exchange::kAlltoAll:
+      st = ncclAlltoAll(in.data(), out.data(), count, ncclFloat32, comm, nullptr);
+      dst = out.data();
+      break;
+  }
+  if (st != ncclSuccess) return ::testing::AssertionFailure() << ncclGetLastError(comm);
+  auto combine = [&](size_t i) {
+    const float a = valueOf(0, iter, i), b = valueOf(1, iter, i);
+    switch (op) {
+      case ncclProd: return a * b;
+      case ncclMax: return std::max(a, b);
+      case ncclMin: return std::min(a, b);
+      default: return a + b;
+    }
+  };
+  for (size_t i = 0; i < count; ++i) {
+    float got = 0, want = 0;
+    switch (kind) {
+      case Exchange::kAllReduce: got = dst[i], want = combine(i); break;
+      case Exchange::kReduceScatter:
+        got = (inPlace ? in.data() + rank * count : dst)[i], want = combine(rank * count + i);
+        break;
+      case Exchange::kAllGather: {
+        const int peer = 1 - rank;
+        got = dst[peer * count + i], want = valueOf(peer, iter, i);
+        if (dst[rank * count + i] != valueOf(rank, iter, i))
+          return ::testing::AssertionFailure() << "own block, element " << i;
+        break;
+      }
+      case Exchange::kAlltoAll: {
+        const int peer = 1 - rank;
+        got = dst[peer * count + i], want = valueOf(peer, iter, rank * count + i);
+        if (dst[rank * count + i] != valueOf(rank, iter, rank * count + i))
+          return ::testing::AssertionFailure() << "own block, element " << i;
+        break;
+      }
+    }
+    if (got != want)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got << " instead of " << want;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(StraightCalls, RepeatedSmallExchangesStayExact) {
+  for (Exchange kind :
+       {Exchange::kAllReduce, Exchange::kAllGather, Exchange::kReduceScatter, Exchange::kAlltoAll})
+    for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin})
+      for (size_t count : {size_t(1), size_t(3), size_t(64), size_t(256)})
+        for (bool inPlace : {false, true}) {
+          const bool reduces = kind == Exchange::kAllReduce || kind == Exchange::kReduceScatter;
+          if ((!reduces && op != ncclSum) || (inPlace && kind == Exchange::kAlltoAll)) continue;
+          std::vector<uint64_t> straight(2);
+          onRanks(2, [&](int rank, ncclComm_t comm) {
+            std::vector<float> in(count * 2), out(count * 2);
+            for (int iter = 0; iter < 200; ++iter)
+              EXPECT_TRUE(exchangeAndCheck(kind, rank, op, count, iter, inPlace, in, out, comm))
+                  << "kind " << int(kind) << " op " << op << " count " << count << " in place "
+                  << inPlace << " iter " << iter;
+            straight[rank] = weftStraightCalls(comm);
+          });
+          EXPECT_GT(straight[0] + straight[1], 0u) << "kind " << int(kind) << " count " << count;
+        }
+}
+
+TEST(StraightCalls, LateExchangePeerLeavesTheRestToTheExecutor) {
+  // One rank sleeps before some calls: the other's message has gone out by then, and the
+  // executor waits for the reply with that send counted as done.
+  onRanks(2, [](int rank, ncclComm_t comm) {
+    std::vector<float> in(8), out(8);
+    for (int iter = 0; iter < 40; ++iter) {
+      if (rank == iter % 2 && iter % 10 >= 5)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_TRUE(exchangeAndCheck(Exchange::kAllReduce, rank, ncclSum, 4, iter, iter % 3 == 0,
+                                   in, out, comm))
+          << iter;
+    }
+  });
+}
+
+TEST(StraightCalls, ChangedExchangeAfterRepeatsIsReported) {
+  // Both ranks repeat a small allreduce; then one changes the count: the other's message went
+  // out straight, the reply does not fit, and the executor reports the mismatch.
+  std::vector<ncclComm_t> comms(2);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+  std::vector<ncclResult_t> last(2, ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      std::vector<float> a(64, 1.0f), b(64);
+      for (int i = 0; i < 20; ++i)
+        ASSERT_EQ(ncclAllReduce(a.data(), b.data(), 8, ncclFloat32, ncclSum, comms[r], nullptr),
+                  ncclSuccess);
+      last[r] = ncclAllReduce(a.data(), b.data(), r == 0 ? 8 : 16, ncclFloat32, ncclSum,
+                              comms[r], nullptr);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
+  for (auto c : comms) ncclCommAbort(c);
 }
 
 TEST(StraightCalls, BadHandleCountsNothing) {
