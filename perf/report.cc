@@ -41,7 +41,14 @@ void printRowStart(size_t bytes, size_t count, const char* type, const char* op,
 }
 
 void printRowPlacement(double usec, double algBw, double busBw, int64_t wrong) {
+  // Below 1 us a third decimal (nccl-tests keeps two, its calls take microseconds): host calls
+  // of 0.05-0.5 us would otherwise be rounded by up to 10%.
   std::string t = fitNumber(usec, 7), a = fitNumber(algBw, 6), b = fitNumber(busBw, 6);
+  if (usec < 0.9995) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%7.3f", usec);
+    t = buf;
+  }
   if (wrong >= 0) {
     std::printf("  %7s  %6s  %6s  %6g", t.c_str(), a.c_str(), b.c_str(),
                 static_cast<double>(wrong));
