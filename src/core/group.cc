@@ -188,7 +188,15 @@ bool repeatStraight(const Call& call, Status* st, std::string* why) {
   *st = Status::kSuccess;
   if (done == exec::Straight::kDone) return true;
   // Our message went out and the peer's has not come: the executor waits for it.
-  *st = runTasks(r.tasks, r.comms, why, &thread.scratch);
+  try {
+    *st = runTasks(r.tasks, r.comms, why, &thread.scratch);
+  } catch (const Error& e) {
+    *st = e.code();
+    *why = e.what();
+  } catch (const std::exception& e) {
+    *st = Status::kInternalError;
+    *why = e.what();
+  }
   w.lanesDone = 0;
   r.refillable = *st == Status::kSuccess;
   return true;
