@@ -50,9 +50,10 @@ uint64_t weftLandedSlices(void);
 /*
  * Calls on `comm` that went straight through: a blocking call outside a group that repeats the
  * calling thread's previous one (same communicator, buffers, count, type, op and root) and in
- * which this rank either sends or receives one small message (up to 1 KiB: a broadcast, reduce,
- * gather or scatter, say) completes in a few hundred instructions when its peer is ready,
- * without the executor. For diagnostics and tests: 0 for a bad handle.
+ * which this rank sends or receives one small message (up to 8 KiB: a broadcast, reduce, gather
+ * or scatter, say) or exchanges one with a peer (up to 2 KiB: a 2-rank allreduce, allgather,
+ * reduce-scatter or alltoall) runs its steps without the executor when the peer is ready. For
+ * diagnostics and tests: 0 for a bad handle.
  */
 uint64_t weftStraightCalls(ncclComm_t comm);
 

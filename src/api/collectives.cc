@@ -82,7 +82,6 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
   if (!stream && !isSend && comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive &&
       comm->state.load(std::memory_order_relaxed) == 0) {
     Status st;
-    std::string why;
     if (core::repeatStraight(core::Call{.comm = comm->impl,
                                         .coll = coll,
                                         .send = send,
@@ -91,9 +90,9 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                                         .type = static_cast<DataType>(type),
                                         .op = op,
                                         .root = root},
-                             &st, &why))
-      return st == Status::kSuccess ? ncclSuccess : guard(fn, [&](std::string* w) {
-        *w = why;
+                             &st))
+      return st == Status::kSuccess ? ncclSuccess : guard(fn, [&](std::string* why) {
+        *why = comm->impl->lastError();
         return st;
       });
   }

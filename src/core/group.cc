@@ -169,7 +169,7 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
 
 }  // namespace
 
-bool repeatStraight(const Call& call, Status* st, std::string* why) {
+bool repeatStraight(const Call& call, Status* st) {
   ThreadCalls& thread = threadCalls();
   Reused& r = thread.reused;
   if (thread.group.depth != 0 || !r.refillable || !sameCall(r.last, call) ||
@@ -187,15 +187,15 @@ bool repeatStraight(const Call& call, Status* st, std::string* why) {
   call.comm->commitStraightCall();
   *st = Status::kSuccess;
   if (done == exec::Straight::kDone) return true;
-  // Our message went out and the peer's has not come: the executor waits for it.
+  // Our message went out and the peer's has not come: the executor waits for it (a failure
+  // there is recorded on the communicator, as on the ordinary path).
+  std::string why;
   try {
-    *st = runTasks(r.tasks, r.comms, why, &thread.scratch);
-  } catch (const Error& e) {
-    *st = e.code();
-    *why = e.what();
+    *st = runTasks(r.tasks, r.comms, &why, &thread.scratch);
   } catch (const std::exception& e) {
-    *st = Status::kInternalError;
-    *why = e.what();
+    const Error* error = dynamic_cast<const Error*>(&e);
+    *st = error ? error->code() : Status::kInternalError;
+    call.comm->recordError(*st, e.what());
   }
   w.lanesDone = 0;
   r.refillable = *st == Status::kSuccess;

@@ -25,9 +25,10 @@ Status submit(const Call& call, std::string* why);
 
 // A blocking collective outside a group that repeats this thread's last one (same
 // communicator, buffers, count, type, op, root; the last one succeeded) and whose rank moves a
-// small message or two (exec::runStraight): runs it and returns true, its outcome in *st (and
-// *why). False: nothing was done; submit it. Never throws.
-bool repeatStraight(const Call& call, Status* st, std::string* why);
+// small message or two (exec::runStraight): runs it and returns true, its outcome in *st (a
+// failure is recorded on the communicator: its lastError() says why). False: nothing was done;
+// submit it. Never throws.
+bool repeatStraight(const Call& call, Status* st);
 
 // Jobs that must run concurrently with the other ranks' (communicator init, split): run now
 // outside a group, in parallel threads at the group's End inside one.

@@ -25,6 +25,18 @@ class ConnectionSource {
   virtual transport::Connection* connection(int peer, int channel) = 0;  // may throw weft::Error
 };
 
+// What runStraight derived from a Work (kept while the Work's stamp stays).
+struct StraightShape {
+  uint64_t stamp = 0;  // of the Work it was derived for; 0: none
+  bool straight = false;
+  bool exchange = false;
+  uint32_t sendLane = 0;
+  const plan::Step* send = nullptr;
+  const plan::Step* recv = nullptr;
+  transport::Connection* out = nullptr;
+  transport::Connection* in = nullptr;
+};
+
 // One rank's run of one Program.
 struct Work {
   std::shared_ptr<const plan::Plan> plan;  // keeps `program` alive
@@ -52,6 +64,7 @@ struct Work {
   // Lanes (bit l: lane l) whose every step already ran elsewhere (runStraight sent a message and
   // leaves the rest of the call to run()): they start finished, and steps waiting on them go.
   uint64_t lanesDone = 0;
+  StraightShape straight;
 };
 
 // A stamp no Work of this process had before.
@@ -106,8 +119,9 @@ class RunScratch {
 
 // Runs `w` without the lane machinery, for repeated small calls (the caller knows the Work is
 // unchanged but for its tag, `tag`), when its program is a few steps with no dependency on a
-// later lane: local copies and reductions of at most 64 KiB and one send, one receive (plain or
-// reducing), or both as an exchange whose send is a lane of its own, each of at most 1 KiB.
+// later lane: local copies and reductions of at most 64 KiB and one send or one receive (plain
+// or reducing) of at most 8 KiB, or both as an exchange whose send is a lane of its own, each of
+// at most 2 KiB.
 //   kNotRun:  nothing was done (a slot not free, a message not there after a brief wait, or
 //             another shape): run() the Work as usual.
 //   kDone:    the call is complete.

@@ -18,9 +18,14 @@ namespace {
 
 using plan::Op;
 
-// Largest message a straight step moves: below any slot and below the size a send passes by
-// reference, so the receiving side sees the same kind of message whichever path sent it.
-constexpr uint64_t kStraightBytes = 1024;
+// Largest message a straight step moves (below any slot; a straight send always copies, and a
+// straight receive takes what comes, in a slot or by reference, or leaves it to the executor):
+// 8 KiB for a rank that only sends or only receives (2 ranks, broadcast, us a call: 4 KiB 0.54
+// through the executor against 0.29 straight, 8 KiB 0.60 against 0.35; 16 KiB between threads
+// no better), 2 KiB for an exchange (a 2-rank allreduce of 4 KiB: 1.12-1.18 out of place
+// through the executor against 1.29-1.38 straight; of 2 KiB 0.53-0.55 against 0.37-0.49).
+constexpr uint64_t kStraightBytes = 8192;
+constexpr uint64_t kStraightExchangeBytes = 2048;
 // Most steps a straight program has (a 2-rank allreduce's send, copy, receive-reduce and copy),
 // and the most one local copy or reduction among them touches.
 constexpr size_t kStraightSteps = 6;
@@ -30,115 +35,123 @@ constexpr uint32_t kStraightPolls = 512;
 
 bool localOp(Op op) { return op == Op::kNop || op == Op::kCopy || op == Op::kReduce; }
 
+// Whether `w` is run straight, and with which steps and links (may throw where connection()
+// does, before anything is done).
+StraightShape deriveShape(const Work& w) {
+  StraightShape shape;
+  shape.stamp = w.stamp;
+  if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return shape;
+  const auto& lanes = w.program->lanes;
+  const uint64_t es = dataTypeSize(w.type);
+  auto has = [&](const plan::Ref& r) { return r.buffer < w.buffers.size() && w.buffers[r.buffer]; };
+  // Lanes run one after the other, so a step may depend only on steps before it.
+  size_t recvLane = 0, steps = 0;
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    for (size_t i = 0; i < lanes[l].steps.size(); ++i) {
+      const plan::Step& s = lanes[l].steps[i];
+      if (++steps > kStraightSteps) return shape;
+      for (const plan::StepRef& d : s.deps) {
+        const auto dl = static_cast<size_t>(d.lane), ds = static_cast<size_t>(d.step);
+        if (dl > l || (dl == l && ds >= i)) return shape;
+      }
+      const uint64_t bytes = s.count * es;
+      if (localOp(s.op)) {
+        if (s.op != Op::kNop && (!has(s.dst) || !has(s.src) || bytes > kStraightLocalBytes))
+          return shape;
+      } else if (s.op == Op::kSend && !shape.send) {
+        if (!has(s.src) || bytes == 0 || bytes > kStraightBytes) return shape;
+        shape.send = &s;
+        shape.sendLane = static_cast<uint32_t>(l);
+      } else if ((s.op == Op::kRecv || s.op == Op::kRecvReduce) && !shape.recv) {
+        if (!has(s.dst) || bytes == 0 || bytes > kStraightBytes) return shape;
+        shape.recv = &s;
+        recvLane = l;
+      } else {
+        return shape;
+      }
+    }
+  }
+  if (!shape.send && !shape.recv) return shape;  // all local: the executor is quick enough
+  // An exchange sends first (its peer may be waiting for that before it sends what we wait
+  // for), so the send must be a lane of its own that run() can then skip.
+  shape.exchange = shape.send && shape.recv;
+  if (shape.exchange &&
+      (shape.sendLane == recvLane || lanes[shape.sendLane].steps.size() != 1 ||
+       shape.sendLane > 63 || shape.send->count * es > kStraightExchangeBytes ||
+       shape.recv->count * es > kStraightExchangeBytes))
+    return shape;
+  if (shape.recv) shape.in = w.conns->connection(shape.recv->recvPeer, lanes[recvLane].channel);
+  if (shape.send) {
+    shape.out =
+        w.conns->connection(shape.send->sendPeer, plan::sendChannelOf(lanes[shape.sendLane]));
+    if (shape.send->count * es > shape.out->slotBytes()) return shape;
+  }
+  shape.straight = true;
+  return shape;
+}
 
 }  // namespace
 
 Straight runStraight(Work& w, uint32_t tag) {
-  if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return Straight::kNotRun;
-  const auto& lanes = w.program->lanes;
+  if (w.stamp == 0 || w.straight.stamp != w.stamp) w.straight = deriveShape(w);
+  const StraightShape& shape = w.straight;
+  if (!shape.straight) return Straight::kNotRun;
   const uint64_t es = dataTypeSize(w.type);
-  auto at = [&](const plan::Ref& r) -> char* {
-    return r.buffer < w.buffers.size() && w.buffers[r.buffer]
-               ? w.buffers[r.buffer] + r.offset * es
-               : nullptr;
-  };
-
-  // The shape: lanes run one after the other, so a step may depend only on steps before it.
-  const plan::Step* send = nullptr;
-  const plan::Step* recv = nullptr;
-  size_t sendLane = 0, recvLane = 0, steps = 0;
-  for (size_t l = 0; l < lanes.size(); ++l) {
-    for (size_t i = 0; i < lanes[l].steps.size(); ++i) {
-      const plan::Step& s = lanes[l].steps[i];
-      if (++steps > kStraightSteps) return Straight::kNotRun;
-      for (const plan::StepRef& d : s.deps) {
-        const auto dl = static_cast<size_t>(d.lane), ds = static_cast<size_t>(d.step);
-        if (dl > l || (dl == l && ds >= i)) return Straight::kNotRun;
-      }
-      const uint64_t bytes = s.count * es;
-      if (localOp(s.op)) {
-        if (s.op != Op::kNop && (!at(s.dst) || !at(s.src) || bytes > kStraightLocalBytes))
-          return Straight::kNotRun;
-      } else if (s.op == Op::kSend && !send) {
-        if (!at(s.src) || bytes == 0 || bytes > kStraightBytes) return Straight::kNotRun;
-        send = &s;
-        sendLane = l;
-      } else if ((s.op == Op::kRecv || s.op == Op::kRecvReduce) && !recv) {
-        if (!at(s.dst) || bytes == 0 || bytes > kStraightBytes) return Straight::kNotRun;
-        recv = &s;
-        recvLane = l;
-      } else {
-        return Straight::kNotRun;
-      }
-    }
-  }
-  if (!send && !recv) return Straight::kNotRun;  // all local: the executor is quick enough
-  // An exchange sends first (its peer may be waiting for that before it sends what we wait
-  // for), so the send must be a lane of its own, first, that run() can then skip.
-  const bool exchange = send && recv;
-  if (exchange && (sendLane == recvLane || lanes[sendLane].steps.size() != 1 || sendLane > 63))
-    return Straight::kNotRun;
+  auto at = [&](const plan::Ref& r) { return w.buffers[r.buffer] + r.offset * es; };
 
   // Until a message goes out nothing is done unless everything can be. A peer a moment behind
   // is waited for here, briefly, while each rank has a core.
   const uint32_t polls = oversubscribed() ? 1 : kStraightPolls;
-  transport::Connection* in = nullptr;
   const void* inData = nullptr;
-  auto received = [&](uint32_t most) {
+  auto received = [&] {
     uint32_t got = 0, gotTag = 0;
     uint64_t remote = 0;
     bool present = false;
-    for (uint32_t p = 0; !(inData = in->recvMessage(&got, &gotTag, &remote, &present)) && !present;
+    for (uint32_t p = 0;
+         !(inData = shape.in->recvMessage(&got, &gotTag, &remote, &present)) && !present;
          cpuRelax())
-      if (++p >= most) return false;
+      if (++p >= polls) return false;
     // Anything unusual (by reference, another operation's) is the executor's to handle.
-    return inData && !remote && gotTag == tag && got == recv->count * es;
+    return inData && !remote && gotTag == tag && got == shape.recv->count * es;
   };
-  if (recv) in = w.conns->connection(recv->recvPeer, lanes[recvLane].channel);
-  if (recv && !exchange && !received(polls)) return Straight::kNotRun;
-  transport::Connection* out = nullptr;
+  if (shape.recv && !shape.exchange && !received()) return Straight::kNotRun;
   void* slot = nullptr;
-  if (send) {
-    out = w.conns->connection(send->sendPeer, plan::sendChannelOf(lanes[sendLane]));
-    const uint64_t bytes = send->count * es;
-    if (bytes > out->slotBytes()) return Straight::kNotRun;
-    for (uint32_t p = 0; !(slot = out->sendSlotFor(bytes)); cpuRelax())
+  if (shape.send)
+    for (uint32_t p = 0; !(slot = shape.out->sendSlotFor(shape.send->count * es)); cpuRelax())
       if (++p >= polls) return Straight::kNotRun;
-  }
-  if (exchange) {
+  if (shape.exchange) {
     // The send's lane holds nothing else: send now, then wait for the peer's message.
-    std::memcpy(slot, at(send->src), send->count * es);
-    out->post(static_cast<uint32_t>(send->count * es), tag);
-    if (!received(polls)) {
+    std::memcpy(slot, at(shape.send->src), shape.send->count * es);
+    shape.out->post(static_cast<uint32_t>(shape.send->count * es), tag);
+    if (!received()) {
       std::fill(w.laneTags.begin(), w.laneTags.end(), tag);
-      w.lanesDone = uint64_t(1) << sendLane;
+      w.lanesDone = uint64_t(1) << shape.sendLane;
       return Straight::kSent;
     }
   }
 
+  const auto& lanes = w.program->lanes;
   for (size_t l = 0; l < lanes.size(); ++l) {
-    if (exchange && l == sendLane) continue;
+    if (shape.exchange && l == shape.sendLane) continue;
     for (const plan::Step& s : lanes[l].steps) {
-      char* dst = at(s.dst);
-      const char* src = at(s.src);
       switch (s.op) {
         case Op::kSend:
-          std::memcpy(slot, src, s.count * es);
-          out->post(static_cast<uint32_t>(s.count * es), tag);
+          std::memcpy(slot, at(s.src), s.count * es);
+          shape.out->post(static_cast<uint32_t>(s.count * es), tag);
           break;
         case Op::kRecv:
-          std::memcpy(dst, inData, s.count * es);
-          in->release();
+          std::memcpy(at(s.dst), inData, s.count * es);
+          shape.in->release();
           break;
         case Op::kRecvReduce:
-          reduce(w.type, w.op, dst, dst, false, inData, false, s.count, &w.scalar);
-          in->release();
+          reduce(w.type, w.op, at(s.dst), at(s.dst), false, inData, false, s.count, &w.scalar);
+          shape.in->release();
           break;
         case Op::kCopy:
-          if (dst != src) std::memmove(dst, src, s.count * es);
+          if (at(s.dst) != at(s.src)) std::memmove(at(s.dst), at(s.src), s.count * es);
           break;
         case Op::kReduce:
-          reduce(w.type, w.op, dst, dst, false, src, false, s.count, &w.scalar);
+          reduce(w.type, w.op, at(s.dst), at(s.dst), false, at(s.src), false, s.count, &w.scalar);
           break;
         default: break;
       }

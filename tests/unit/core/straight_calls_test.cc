@@ -87,7 +87,7 @@ enum class Kind { kBroadcast, kReduce, kGather, kScatter };
 TEST(StraightCalls, RepeatedSmallRootedCallsStayExact) {
   for (int n : {2, 3})
     for (Kind kind : {Kind::kBroadcast, Kind::kReduce, Kind::kGather, Kind::kScatter})
-      for (size_t count : {size_t(1), size_t(2), size_t(64), size_t(256)})
+      for (size_t count : {size_t(1), size_t(2), size_t(64), size_t(256), size_t(2048)})
         for (bool inPlace : {false, true}) {
           if (inPlace && kind != Kind::kBroadcast) continue;
           std::vector<uint64_t> straight(n);
@@ -220,7 +220,7 @@ TEST(StraightCalls, RepeatedSmallExchangesStayExact) {
   for (Exchange kind :
        {Exchange::kAllReduce, Exchange::kAllGather, Exchange::kReduceScatter, Exchange::kAlltoAll})
     for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin})
-      for (size_t count : {size_t(1), size_t(3), size_t(64), size_t(256)})
+      for (size_t count : {size_t(1), size_t(3), size_t(64), size_t(256), size_t(512)})
         for (bool inPlace : {false, true}) {
           const bool reduces = kind == Exchange::kAllReduce || kind == Exchange::kReduceScatter;
           if ((!reduces && op != ncclSum) || (inPlace && kind == Exchange::kAlltoAll)) continue;
