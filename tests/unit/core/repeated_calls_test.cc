@@ -89,7 +89,9 @@ TEST(RepeatedCalls, RankThreadsKeptAcrossRebuilds) {
     threads.emplace_back([&, r] {
       std::vector<float> buf(37);
       for (int n : generations) {
-        if (r == 0) ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+        if (r == 0) {
+          ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+        }
         sync.arrive_and_wait();  // the id is out
         if (r < n) {
           ncclComm_t comm = nullptr;

@@ -103,7 +103,9 @@ TEST(StraightCalls, RepeatedSmallRootedCallsStayExact) {
           // (a peer a moment late sends a call to the executor instead).
           uint64_t total = 0;
           for (uint64_t s : straight) total += s;
-          if (n == 2) EXPECT_GT(total, 0u) << "kind " << int(kind) << " count " << count;
+          if (n == 2) {
+            EXPECT_GT(total, 0u) << "kind " << int(kind) << " count " << count;
+          }
         }
 }
 
