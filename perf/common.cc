@@ -425,6 +425,12 @@ class Driver {
   void timeTest(Worker& w, ncclDataType_t type, Op op, int root);
   void benchTime(Worker& w, const Shape& s, bool inPlace);
   void setSize(Shape& s, size_t bytes) const;
+  // A rank's send and receive pointers for one call, its buffers shifted by `shift` bytes.
+  struct CallBuffers {
+    const void* send;
+    void* recv;
+  };
+  CallBuffers callBuffers(const RankRes& r, const Shape& s, bool inPlace, size_t shift) const;
   void startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls = 1);
   void afterCall(Worker& w);
   void complete(Worker& w);
@@ -628,6 +634,15 @@ void Driver::setSize(Shape& s, size_t bytes) const {
 }
 
 // Issues `calls` consecutive iterations (one aggregated group), starting at iteration `first`.
+Driver::CallBuffers Driver::callBuffers(const RankRes& r, const Shape& s, bool inPlace,
+                                        size_t shift) const {
+  char* recv = r.recvAlloc + shift;
+  const size_t rank = static_cast<size_t>(r.rank);
+  if (!inPlace) return {r.sendAlloc + shift, recv};
+  return {recv + s.c.sendInPlaceOffset * s.typeSize * rank,
+          recv + s.c.recvInPlaceOffset * s.typeSize * rank};
+}
+
 void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls) {
   touch(w);
   const int rounds = coll_.rounds(nranks_);
@@ -640,12 +655,9 @@ void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int c
       const size_t iter = static_cast<size_t>(first + call);
       const size_t shift = (s.steps > 1 ? s.totalBytes * (iter % s.steps) : 0) + s.unalignBytes;
       for (RankRes& r : w.ranks) {
-        char* recv = r.recvAlloc + shift;
-        char* send = r.sendAlloc + shift;
-        const size_t rank = static_cast<size_t>(r.rank);
-        const void* sp = inPlace ? recv + s.c.sendInPlaceOffset * s.typeSize * rank : send;
-        void* rp = inPlace ? recv + s.c.recvInPlaceOffset * s.typeSize * rank : recv;
-        PERF_NCCL(coll_.runRound(round, sp, rp, s.c.param, s.type, r.op, s.root, r.comm, r.stream));
+        const CallBuffers b = callBuffers(r, s, inPlace, shift);
+        PERF_NCCL(coll_.runRound(round, b.send, b.recv, s.c.param, s.type, r.op, s.root, r.comm,
+                                 r.stream));
       }
     }
     if (group) PERF_NCCL(ncclGroupEnd());
@@ -736,16 +748,13 @@ void Driver::benchTime(Worker& w, const Shape& s, bool inPlace) {
   const bool plain = agg == 1 && w.ranks.size() == 1 && coll_.rounds(nranks_) == 1 &&
                      s.steps <= 1 && opt_.blocking == 0;
   const RankRes& r0 = w.ranks.front();
-  const size_t me = static_cast<size_t>(r0.rank);
-  char* recv0 = r0.recvAlloc + s.unalignBytes;
-  const void* sp = inPlace ? recv0 + s.c.sendInPlaceOffset * s.typeSize * me
-                           : r0.sendAlloc + s.unalignBytes;
-  void* rp = inPlace ? recv0 + s.c.recvInPlaceOffset * s.typeSize * me : recv0;
+  const CallBuffers b0 = callBuffers(r0, s, inPlace, s.unalignBytes);
   const auto start = Clock::now();
   if (plain) {
     for (int iter = 0; iter < opt_.iters; ++iter) {
       touch(w);
-      PERF_NCCL(coll_.runRound(0, sp, rp, s.c.param, s.type, r0.op, s.root, r0.comm, r0.stream));
+      PERF_NCCL(coll_.runRound(0, b0.send, b0.recv, s.c.param, s.type, r0.op, s.root, r0.comm,
+                               r0.stream));
     }
   }
   for (int iter = 0; !plain && iter < opt_.iters; ++iter) {

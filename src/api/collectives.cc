@@ -79,10 +79,10 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
   // A blocking call repeating the thread's last one goes straight through when it can complete
   // at once (core::repeatStraight): its arguments were checked then, and only the handle's
   // state can have changed since.
-  if (!stream && !isSend && comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive &&
-      comm->state.load(std::memory_order_relaxed) == 0) {
+  core::Communicator* ready = stream || isSend ? nullptr : api::readyCommunicator(comm);
+  if (ready) {
     Status st;
-    if (core::repeatStraight(core::Call{.comm = comm->impl,
+    if (core::repeatStraight(core::Call{.comm = ready,
                                         .coll = coll,
                                         .send = send,
                                         .recv = recv,
@@ -92,7 +92,7 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                                         .root = root},
                              &st))
       return st == Status::kSuccess ? ncclSuccess : guard(fn, [&](std::string* why) {
-        *why = comm->impl->lastError();
+        *why = ready->lastError();
         return st;
       });
   }

@@ -64,4 +64,13 @@ ncclResult_t guard(const char* fn, F&& body) {
 // Validates a handle and waits for a pending non-blocking init; throws on a bad handle.
 core::Communicator* communicator(ncclComm_t comm);
 
+// The communicator of a live, initialised handle, else nullptr: no wait, no throw (for paths
+// that leave every other case to communicator()).
+inline core::Communicator* readyCommunicator(ncclComm_t comm) {
+  return comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive &&
+                 comm->state.load(std::memory_order_relaxed) == 0
+             ? comm->impl
+             : nullptr;
+}
+
 }  // namespace weft::api

@@ -63,9 +63,8 @@ WEFT_EXPORT const char* weftVersionString(void) { return "0.1.0"; }
 WEFT_EXPORT uint64_t weftLandedSlices(void) { return exec::landedSlices(); }
 
 WEFT_EXPORT uint64_t weftStraightCalls(ncclComm_t comm) {
-  if (!comm || comm->magic.load() != ncclComm::kLive || comm->state.load() != 0 || !comm->impl)
-    return 0;
-  return comm->impl->straightCalls();
+  core::Communicator* ready = api::readyCommunicator(comm);
+  return ready ? ready->straightCalls() : 0;
 }
 
 static exec::HostStream* hostStream(cudaStream_t stream) {

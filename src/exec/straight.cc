@@ -119,10 +119,13 @@ Straight runStraight(Work& w, uint32_t tag) {
   if (shape.send)
     for (uint32_t p = 0; !(slot = shape.out->sendSlotFor(shape.send->count * es)); cpuRelax())
       if (++p >= polls) return Straight::kNotRun;
-  if (shape.exchange) {
-    // The send's lane holds nothing else: send now, then wait for the peer's message.
+  auto send = [&] {
     std::memcpy(slot, at(shape.send->src), shape.send->count * es);
     shape.out->post(static_cast<uint32_t>(shape.send->count * es), tag);
+  };
+  if (shape.exchange) {
+    // The send's lane holds nothing else: send now, then wait for the peer's message.
+    send();
     if (!received()) {
       std::fill(w.laneTags.begin(), w.laneTags.end(), tag);
       w.lanesDone = uint64_t(1) << shape.sendLane;
@@ -135,10 +138,7 @@ Straight runStraight(Work& w, uint32_t tag) {
     if (shape.exchange && l == shape.sendLane) continue;
     for (const plan::Step& s : lanes[l].steps) {
       switch (s.op) {
-        case Op::kSend:
-          std::memcpy(slot, at(s.src), s.count * es);
-          shape.out->post(static_cast<uint32_t>(s.count * es), tag);
-          break;
+        case Op::kSend: send(); break;
         case Op::kRecv:
           std::memcpy(at(s.dst), inData, s.count * es);
           shape.in->release();

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/support/repeat_then_last.h"
 
 namespace {
 
@@ -114,22 +115,15 @@ TEST(RepeatedCalls, RankThreadsKeptAcrossRebuilds) {
 TEST(RepeatedCalls, MismatchAfterRepeatsIsReported) {
   // Ranks agree twice, then disagree on the count: the repeated call still carries fresh tags
   // and sizes, so the mismatch is an error, not a hang or a silent mix.
-  std::vector<ncclComm_t> comms(2);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
-  std::vector<ncclResult_t> last(2, ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      std::vector<float> a(300000, 1.0f), b(300000);
-      for (int i = 0; i < 2; ++i)
-        ASSERT_EQ(ncclAllReduce(a.data(), b.data(), 1000, ncclFloat32, ncclSum, comms[r], nullptr),
-                  ncclSuccess);
-      last[r] = ncclAllReduce(a.data(), b.data(), r == 0 ? 1000 : 300000, ncclFloat32, ncclSum,
-                              comms[r], nullptr);
-    });
-  for (auto& t : threads) t.join();
+  const auto last = weft::test::repeatThenLast(
+      300000, 2,
+      [](int, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, 1000, ncclFloat32, ncclSum, comm, nullptr);
+      },
+      [](int r, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, r == 0 ? 1000 : 300000, ncclFloat32, ncclSum, comm, nullptr);
+      });
   EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
-  for (auto c : comms) ncclCommAbort(c);
 }
 
 }  // namespace

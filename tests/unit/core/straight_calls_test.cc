@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/support/repeat_then_last.h"
 #include "weft/weft.h"
 
 namespace {
@@ -127,26 +128,16 @@ TEST(StraightCalls, ChangedCallAfterRepeatsIsReported) {
   // message's size or tag no longer fits, the straight path leaves it, and the executor reports
   // the mismatch.
   for (int change : {0, 1}) {
-    std::vector<ncclComm_t> comms(2);
-    ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
-    std::vector<ncclResult_t> last(2, ncclSuccess);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        std::vector<float> a(64, 1.0f), b(64);
-        for (int i = 0; i < 20; ++i)
-          ASSERT_EQ(ncclBroadcast(a.data(), b.data(), 8, ncclFloat32, 0, comms[r], nullptr),
-                    ncclSuccess);
-        if (r == 1)
-          last[r] = ncclBroadcast(a.data(), b.data(), 8, ncclFloat32, 0, comms[r], nullptr);
-        else if (change == 0)
-          last[r] = ncclBroadcast(a.data(), b.data(), 16, ncclFloat32, 0, comms[r], nullptr);
-        else
-          last[r] = ncclReduce(a.data(), b.data(), 8, ncclFloat32, ncclSum, 1, comms[r], nullptr);
-      });
-    for (auto& t : threads) t.join();
+    auto broadcast = [](int, float* a, float* b, ncclComm_t comm) {
+      return ncclBroadcast(a, b, 8, ncclFloat32, 0, comm, nullptr);
+    };
+    const auto last = weft::test::repeatThenLast(
+        64, 20, broadcast, [&](int r, float* a, float* b, ncclComm_t comm) {
+          if (r == 1) return broadcast(r, a, b, comm);
+          if (change == 0) return ncclBroadcast(a, b, 16, ncclFloat32, 0, comm, nullptr);
+          return ncclReduce(a, b, 8, ncclFloat32, ncclSum, 1, comm, nullptr);
+        });
     EXPECT_NE(last[1], ncclSuccess) << "change " << change;
-    for (auto c : comms) ncclCommAbort(c);
   }
 }
 
@@ -257,22 +248,15 @@ TEST(StraightCalls, LateExchangePeerLeavesTheRestToTheExecutor) {
 TEST(StraightCalls, ChangedExchangeAfterRepeatsIsReported) {
   // Both ranks repeat a small allreduce; then one changes the count: the other's message went
   // out straight, the reply does not fit, and the executor reports the mismatch.
-  std::vector<ncclComm_t> comms(2);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
-  std::vector<ncclResult_t> last(2, ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      std::vector<float> a(64, 1.0f), b(64);
-      for (int i = 0; i < 20; ++i)
-        ASSERT_EQ(ncclAllReduce(a.data(), b.data(), 8, ncclFloat32, ncclSum, comms[r], nullptr),
-                  ncclSuccess);
-      last[r] = ncclAllReduce(a.data(), b.data(), r == 0 ? 8 : 16, ncclFloat32, ncclSum,
-                              comms[r], nullptr);
-    });
-  for (auto& t : threads) t.join();
+  const auto last = weft::test::repeatThenLast(
+      64, 20,
+      [](int, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, 8, ncclFloat32, ncclSum, comm, nullptr);
+      },
+      [](int r, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, r == 0 ? 8 : 16, ncclFloat32, ncclSum, comm, nullptr);
+      });
   EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
-  for (auto c : comms) ncclCommAbort(c);
 }
 
 TEST(StraightCalls, BadHandleCountsNothing) {
