@@ -86,14 +86,20 @@ static uint64_t spinBudgetNs() {
 
 namespace {
 std::atomic<bool> gOversubscribed{false};
+std::atomic<int> gRanksOnHost{1};
 }  // namespace
 
 void noteRanksOnHost(int ranks, int cpus) {
   if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   if (ranks > cpus) gOversubscribed.store(true, std::memory_order_relaxed);
+  int seen = gRanksOnHost.load(std::memory_order_relaxed);
+  while (ranks > seen && !gRanksOnHost.compare_exchange_weak(seen, ranks)) {
+  }
 }
 
 bool oversubscribed() { return gOversubscribed.load(std::memory_order_relaxed); }
+
+int ranksOnHost() { return gRanksOnHost.load(std::memory_order_relaxed); }
 
 static uint64_t yieldBudgetNs() {
   static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_YIELD_US")) * 1000;

@@ -42,6 +42,8 @@ inline void cpuRelax() {
 // run queue. Set at communicator init (cpu_placement).
 void noteRanksOnHost(int ranks, int cpus);
 bool oversubscribed();
+// The most ranks a communicator of this process had on this host (1 before any).
+int ranksOnHost();
 
 // Spin-then-yield phase of a polling loop; says when it is time to sleep instead.
 class Backoff {

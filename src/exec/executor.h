@@ -97,6 +97,12 @@ std::vector<uint32_t> laneBursts(const plan::Program& program);
 // the call writes again what it sends (`rewritesWhatItSends`: an in-place allreduce).
 size_t rendezvousBytes(bool rewritesWhatItSends);
 
+// What a copy collective's rank touches (its output, and an input of its own beside it), as it
+// weighs against WEFT_STREAM_BYTES: the threshold was found with 2 ranks on the host, and the
+// host's ranks share its caches, so with more of them (ranksOnHost) each rank's bytes count
+// ranks/2 times: what they touch together, split between two.
+uint64_t copyFootprint(uint64_t touched);
+
 // Slices this process's runs have stored straight into a receiver's landing so far (for tests
 // and diagnostics: whether offers are taken up).
 uint64_t landedSlices();
