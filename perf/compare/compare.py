@@ -11,7 +11,7 @@ For each collective and rank count, one after the other in the same invocation:
   gloo     gloo_bench: allreduce ring / ring_chunked / halving_doubling; allgather, broadcast,
            alltoall (TCP on 127.0.0.1)
 plus the machine's memcpy / reduce bandwidth (mem_bench) at the start and at the end. All of it
-runs --rounds times (default 2), the library order reversed every other round, and each library's
+runs --rounds times (default 3), the library order reversed every other round, and each library's
 best round per cell is compared: on a shared or virtual machine, whose speed drifts over minutes,
 one pass would credit whichever library happened to run in a fast spell.
 
@@ -808,7 +808,7 @@ def main():
     ap.add_argument("--sizes", help="explicit size list, e.g. 8,64K,1M (overrides --min/--max)")
     ap.add_argument("--time", type=float, default=0.3,
                     help="seconds of timed work per size and library (default: %(default)s)")
-    ap.add_argument("--rounds", type=int, default=2,
+    ap.add_argument("--rounds", type=int, default=3,
                     help="measure everything this many times, the library order reversed every "
                          "other round, and compare each library's best round per cell "
                          "(default: %(default)s)")
