@@ -633,7 +633,6 @@ void Driver::setSize(Shape& s, size_t bytes) const {
   s.steps = s.totalBytes ? std::max<size_t>(1, bufBytes_ / s.totalBytes) : 1;
 }
 
-// Issues `calls` consecutive iterations (one aggregated group), starting at iteration `first`.
 Driver::CallBuffers Driver::callBuffers(const RankRes& r, const Shape& s, bool inPlace,
                                         size_t shift) const {
   char* recv = r.recvAlloc + shift;
@@ -643,6 +642,7 @@ Driver::CallBuffers Driver::callBuffers(const RankRes& r, const Shape& s, bool i
           recv + s.c.recvInPlaceOffset * s.typeSize * rank};
 }
 
+// Issues `calls` consecutive iterations (one aggregated group), starting at iteration `first`.
 void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls) {
   touch(w);
   const int rounds = coll_.rounds(nranks_);

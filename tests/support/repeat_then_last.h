@@ -30,4 +30,20 @@ std::vector<ncclResult_t> repeatThenLast(size_t elems, int times, Repeat repeat,
   return results;
 }
 
+// The common case: both ranks repeat a float sum allreduce of `count`, then rank 1 alone asks
+// for `changedCount` (its buffers hold `elems` floats).
+inline std::vector<ncclResult_t> allReduceCountChangedAfterRepeats(size_t elems, int times,
+                                                                   size_t count,
+                                                                   size_t changedCount) {
+  return repeatThenLast(
+      elems, times,
+      [count](int, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, count, ncclFloat32, ncclSum, comm, nullptr);
+      },
+      [count, changedCount](int r, float* a, float* b, ncclComm_t comm) {
+        return ncclAllReduce(a, b, r == 0 ? count : changedCount, ncclFloat32, ncclSum, comm,
+                             nullptr);
+      });
+}
+
 }  // namespace weft::test

@@ -115,14 +115,7 @@ TEST(RepeatedCalls, RankThreadsKeptAcrossRebuilds) {
 TEST(RepeatedCalls, MismatchAfterRepeatsIsReported) {
   // Ranks agree twice, then disagree on the count: the repeated call still carries fresh tags
   // and sizes, so the mismatch is an error, not a hang or a silent mix.
-  const auto last = weft::test::repeatThenLast(
-      300000, 2,
-      [](int, float* a, float* b, ncclComm_t comm) {
-        return ncclAllReduce(a, b, 1000, ncclFloat32, ncclSum, comm, nullptr);
-      },
-      [](int r, float* a, float* b, ncclComm_t comm) {
-        return ncclAllReduce(a, b, r == 0 ? 1000 : 300000, ncclFloat32, ncclSum, comm, nullptr);
-      });
+  const auto last = weft::test::allReduceCountChangedAfterRepeats(300000, 2, 1000, 300000);
   EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
 }
 

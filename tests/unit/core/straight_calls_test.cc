@@ -248,14 +248,7 @@ TEST(StraightCalls, LateExchangePeerLeavesTheRestToTheExecutor) {
 TEST(StraightCalls, ChangedExchangeAfterRepeatsIsReported) {
   // Both ranks repeat a small allreduce; then one changes the count: the other's message went
   // out straight, the reply does not fit, and the executor reports the mismatch.
-  const auto last = weft::test::repeatThenLast(
-      64, 20,
-      [](int, float* a, float* b, ncclComm_t comm) {
-        return ncclAllReduce(a, b, 8, ncclFloat32, ncclSum, comm, nullptr);
-      },
-      [](int r, float* a, float* b, ncclComm_t comm) {
-        return ncclAllReduce(a, b, r == 0 ? 8 : 16, ncclFloat32, ncclSum, comm, nullptr);
-      });
+  const auto last = weft::test::allReduceCountChangedAfterRepeats(64, 20, 8, 16);
   EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
 }
 
