@@ -26,7 +26,7 @@ if ((${#missing[@]})); then
 fi
 
 mkdir -p "$out"
-flags=(-O3 -march=native -std=c++20 -Wall -Wextra -I"$src")
+flags=(-O3 -march=native -std=c++20 -Wall -Wextra -I"$src" -I"$here/../probes")
 mpiflags=(-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1)
 pids=()
 waitAll() { for p in "${pids[@]}"; do wait "$p"; done; pids=(); }  # fails on the first failure

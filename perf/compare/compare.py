@@ -11,9 +11,12 @@ For each collective and rank count, one after the other in the same invocation:
   gloo     gloo_bench: allreduce ring / ring_chunked / halving_doubling; allgather, broadcast,
            alltoall (TCP on 127.0.0.1)
 plus the machine's memcpy / reduce bandwidth (mem_bench) at the start and at the end. All of it
-runs --rounds times (default 3), the library order reversed every other round, and each library's
-best round per cell is compared: on a shared or virtual machine, whose speed drifts over minutes,
-one pass would credit whichever library happened to run in a fast spell.
+runs --rounds times (default 3), the library order reversed every other round. A virtual machine's
+speed changes in spells of seconds to minutes (where the hypervisor puts its CPUs: a cache line
+crosses between them in ~60 ns or ~300 ns), so every measurement is tagged with a reading of that
+round trip just before and just after it, and each cell compares the libraries' best rounds within
+one spell: the one in which the best peer did best (see spell_matched). Each library's best round
+whatever the spell is shown beside it and its goals listed for reference.
 
 Prints a ratio table per collective and rank count (Weft busbw / best peer busbw per size, and the
 small-message latency ratio best peer time / Weft time), the memory-traffic bound of a 2-rank
@@ -214,12 +217,14 @@ def measure_weft(args, runner, coll, n, sizes):
     results = []
     prev = None  # (size, seconds per call)
     per_variant = args.time / 2  # out-of-place and in-place share the budget
+    spell = None
     for size in sizes:
         if elements(coll, size, n) == 0:
             continue
         base = [weftrun, "-n", str(n), tool, "-b", str(size), "-e", str(size), "-a", "3", "-c", "1",
                 "-y", "1", "-T", str(args.weft_timeout)]
-        if prev is None or size > 4 * prev[0]:
+        probed = prev is None or size > 4 * prev[0]
+        if probed:
             ok, out = runner.run("weft_%s_n%d_%s_probe" % (coll, n, size),
                                  base + ["-n", "10", "-w", "2"], args.weft_timeout + 30)
             rows = parse_weft(out)
@@ -234,11 +239,13 @@ def measure_weft(args, runner, coll, n, sizes):
         else:
             est = prev[1] * size / prev[0]
         warmup, iters = plan_iters(per_variant, est, args.min_iters, args.max_iters)
+        before = spell_probe(args) if probed else spell  # the last reading, unless a probe ran since
         ok, out = runner.run("weft_%s_n%d_%s" % (coll, n, size),
                              base + ["-n", str(iters), "-w", str(warmup)],
                              args.weft_timeout * 2 + 60)
+        spell = spell_probe(args)
         rows = parse_weft(out)
-        results += weft_results(coll, n, rows, iters)
+        results += weft_results(coll, n, rows, iters, (before, spell))
         if not ok or not rows or rows[0][3] is None:
             if not args.weft_keep_going:
                 runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
@@ -249,13 +256,76 @@ def measure_weft(args, runner, coll, n, sizes):
     return results
 
 
-def weft_results(coll, n, rows, iters):
+def weft_results(coll, n, rows, iters, spell=(None, None)):
     results = []
     for (b, oop, oop_wrong, ip, ip_wrong) in rows:
         for algo, us, wrong in (("out-of-place", oop, oop_wrong), ("in-place", ip, ip_wrong)):
             if us is not None:
-                results.append(make_result("weft", algo, coll, n, b, us, wrong, iters))
+                results.append(make_result("weft", algo, coll, n, b, us, wrong, iters, spell))
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# Spells
+#
+# A virtual machine's speed changes with where the hypervisor puts its virtual CPUs: on this kind
+# of host a cache line crosses between the two in ~60 ns for a while, then ~300 ns, and back,
+# every few seconds to minutes (perf/probes/line_round_trip.h). Latency-bound cells move with it
+# several-fold, so every measurement is tagged with a reading of the round trip taken just before
+# and just after it (the peer benchmarks take theirs between sizes, with the other ranks asleep),
+# and each cell compares runs made in the same spell (see spell_matched).
+
+SPELL_TRIPS = 4000  # ~0.5 ms in a fast spell, ~3 ms in a slow one
+SPELL_MIN_SPREAD = 1.5  # two spells only when their typical round trips differ this much
+
+
+def spell_probe(args):
+    """A cache line's round trip between the first two CPUs this script may use, in ns, or None
+    (fewer than two CPUs, not pinned, or the probe failed)."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    if len(cpus) < 2:
+        return None
+    try:
+        out = subprocess.run([os.path.join(args.build, "perf", "line_pingpong"), str(cpus[0]),
+                              str(cpus[1]), str(SPELL_TRIPS)], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"round trip ([0-9.]+) ns", out)
+    return float(m.group(1)) if m and "not pinned" not in out else None
+
+
+def spell_split(rows):
+    """The round trip (ns) that splits this run's spell readings into a fast and a slow spell:
+    Otsu's threshold on their logarithms (the split that leaves the two groups most apart), kept
+    only when the groups' geometric means differ by SPELL_MIN_SPREAD or more. None: one spell."""
+    vals = sorted(math.log(v) for r in rows for v in (r.get("spell_ns"), r.get("spell_after_ns"))
+                  if v)
+    if len(vals) < 2:
+        return None
+    total, n = sum(vals), len(vals)
+    best, below = None, 0.0
+    for k in range(1, n):
+        below += vals[k - 1]
+        m0, m1 = below / k, (total - below) / (n - k)
+        score = k * (n - k) * (m1 - m0) ** 2
+        if vals[k] > vals[k - 1] and (best is None or score > best[0]):
+            best = (score, k, m1 - m0)
+    if best is None or best[2] < math.log(SPELL_MIN_SPREAD):
+        return None
+    return math.exp((vals[best[1] - 1] + vals[best[1]]) / 2)
+
+
+def spell_of(r, split):
+    """'fast' or 'slow' when both readings around the measurement agree, 'mixed' when the spell
+    changed during it, 'one' when the run saw a single spell, None without readings."""
+    before, after = r.get("spell_ns"), r.get("spell_after_ns")
+    if not before or not after:
+        return None
+    if split is None:
+        return "one"
+    a, b = ("fast" if v < split else "slow" for v in (before, after))
+    return a if a == b else "mixed"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,9 +342,19 @@ def parse_peer(text, lib):
         if not m:
             continue
         kv = dict(item.split("=", 1) for item in m.group(1).split())
+        spell = tuple(positive(kv.get(k)) for k in ("spell_ns", "spell_after_ns"))
         results.append(make_result(lib, kv["algo"], kv["coll"], int(kv["nranks"]), int(kv["bytes"]),
-                                   float(kv["time_us"]), int(kv["wrong"]), int(kv["iters"])))
+                                   float(kv["time_us"]), int(kv["wrong"]), int(kv["iters"]), spell))
     return results
+
+
+def positive(text):
+    """A float from the text when it is one and > 0 (a spell reading; -1 means none), else None."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
 
 
 def peer_commands(args, lib, coll, n, sizes):
@@ -300,13 +380,14 @@ def peer_timeout(args, sizes):
     return int(60 + len(sizes) * (args.time * 3 + 5))
 
 
-def make_result(lib, algo, coll, n, size, us, wrong, iters):
+def make_result(lib, algo, coll, n, size, us, wrong, iters, spell=(None, None)):
     algbw = size / us / 1e3 if us > 0 else 0.0
     label = lib if algo in ("default", "out-of-place") else (
         "weft_inplace" if lib == "weft" else "%s_%s" % (lib, algo))
     return {"lib": lib, "algo": algo, "label": label, "coll": coll, "nranks": n, "bytes": size,
             "time_us": us, "algbw": algbw, "busbw": algbw * bus_factor(coll, n),
-            "wrong": "" if wrong is None else wrong, "iters": iters}
+            "wrong": "" if wrong is None else wrong, "iters": iters,
+            "spell_ns": spell[0], "spell_after_ns": spell[1]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,16 +448,22 @@ def weft_at(rows, size, algo=None):
     return None
 
 
-def ratio_table(coll, n, rows):
+def ratio_table(coll, n, rows, any_spell_rows):
+    """Per size: Weft and the best peer in the cell's spell, their ratio, and the ratio of each
+    library's best round whatever the spell."""
     lines = []
     sizes = sorted({r["bytes"] for r in rows})
     lines.append("## %s, %d ranks   (busbw GB/s; ratio = weft / best peer, > 1: Weft faster)" %
                  (coll, n))
-    lines.append("%10s  %9s  %-24s %9s  %7s" % ("size", "weft", "best peer", "busbw", "ratio"))
+    lines.append("%10s  %9s  %-24s %9s  %7s  %-5s  %9s" % ("size", "weft", "best peer", "busbw",
+                                                          "ratio", "spell", "any spell"))
     for size in sizes:
         w = weft_at(rows, size)
         p = best_peer_at(rows, size, "busbw")
         ratio = w["busbw"] / p["busbw"] if w and p and p["busbw"] > 0 else None
+        wa, pa = weft_at(any_spell_rows, size), best_peer_at(any_spell_rows, size, "busbw")
+        any_ratio = wa["busbw"] / pa["busbw"] if wa and pa and pa["busbw"] > 0 else None
+        spell = (w or p or {}).get("spell", "-")
         flag = ""
         if w and not good(w):
             flag = "  WEFT WRONG=%s" % w["wrong"]
@@ -384,9 +471,9 @@ def ratio_table(coll, n, rows):
                      if r["lib"] != "weft" and r["bytes"] == size and not good(r)]
         if bad_peers:
             flag += "  (wrong results, excluded: %s)" % ",".join(bad_peers)
-        lines.append("%10s  %9s  %-24s %9s  %7s%s" % (
+        lines.append("%10s  %9s  %-24s %9s  %7s  %-5s  %9s%s" % (
             fmt_size(size), fmt_bw(w["busbw"]) if w else "-", p["label"] if p else "-",
-            fmt_bw(p["busbw"]) if p else "-", fmt_ratio(ratio), flag))
+            fmt_bw(p["busbw"]) if p else "-", fmt_ratio(ratio), spell, fmt_ratio(any_ratio), flag))
     lat = latency_row(rows)
     if lat:
         size, w, p = lat
@@ -613,10 +700,10 @@ def goal_line(name, pairs, want, fmt="%.2f"):
         name, "met" if met else "NOT met", fmt % worst[1], fmt_size(worst[0]), len(pairs))
 
 
-def goals_lines(by, mem_rows, colls, ranks):
+def goals_lines(by, mem_rows, colls, ranks, title):
     """The performance goals of the perf issue, each checked on this run's numbers."""
-    lines = ["## Goals, checked on this run (ratio = Weft busbw / best peer busbw; latency ratio = "
-             "best peer time / Weft time)"]
+    lines = ["## %s (ratio = Weft busbw / best peer busbw; latency ratio = best peer time / Weft "
+             "time)" % title]
     MI = 1 << 20
 
     def latency(n, peer=None):
@@ -783,8 +870,10 @@ def measure_round(args, runner, log, colls, ranks, sizes, libs, rnd):
                     if not got and lib == "gloo" and coll not in GLOO_ALGOS:
                         continue  # no gloo call for it
                 wrong = sum(int(r["wrong"] or 0) for r in got)
-                log("%-13s n=%d %-8s %3d rows %5.1fs%s" % (
+                spells = [v for r in got for v in (r["spell_ns"], r["spell_after_ns"]) if v]
+                log("%-13s n=%d %-8s %3d rows %5.1fs  spell %s%s" % (
                     coll, n, lib, len(got), time.time() - t0,
+                    "%.0f-%.0f ns" % (min(spells), max(spells)) if spells else "-",
                     "  WRONG RESULTS: %d" % wrong if wrong else ""))
                 for r in got:
                     r["round"] = rnd
@@ -867,8 +956,12 @@ def main():
             if not os.access(os.path.join(args.build, "perf", tool), os.X_OK):
                 sys.exit("missing %s/perf/%s: build Weft first (cmake -S %s -B %s -G Ninja && "
                          "ninja -C %s)" % (args.build, tool, REPO, args.build, args.build))
-    peer_bins = ["mem_bench", "mpi_bench_openmpi", "mpi_bench_mpich", "gloo_bench"]
-    if not all(os.access(os.path.join(args.peers_dir, b), os.X_OK) for b in peer_bins):
+    peer_bins = [os.path.join(args.peers_dir, b)
+                 for b in ("mem_bench", "mpi_bench_openmpi", "mpi_bench_mpich", "gloo_bench")]
+    peer_srcs = [os.path.join(HERE, "peers", f) for f in os.listdir(os.path.join(HERE, "peers"))]
+    peer_srcs.append(os.path.join(REPO, "perf", "probes", "line_round_trip.h"))
+    if (not all(os.access(b, os.X_OK) for b in peer_bins) or
+            max(map(os.path.getmtime, peer_srcs)) > min(map(os.path.getmtime, peer_bins))):
         log("building the peer programs: perf/compare/build_peers.sh %s" % args.build)
         subprocess.run([os.path.join(HERE, "build_peers.sh"), args.build], check=True)
 
@@ -902,7 +995,7 @@ def main():
     load_end = open("/proc/loadavg").read().split()[:3]
     with open(os.path.join(out_dir, "header.txt"), "w") as f:
         f.write("# Weft vs peers, %s UTC, sizes %s..%s, ranks %s (one run of %d round%s; "
-                "each cell: a library's best round; busbw in GB/s = 1e9 B/s)\n"
+                "each cell: the libraries' best rounds in one spell; busbw in GB/s = 1e9 B/s)\n"
                 % (stamp, fmt_size(sizes[0]), fmt_size(sizes[-1]), ",".join(map(str, ranks)),
                    args.rounds, "s" if args.rounds > 1 else ""))
         f.write("# %d cpus; load average %s at the start, %s at the end; %.0f s; Weft git %s\n" % (
@@ -916,7 +1009,7 @@ def main():
 
 
 RESULT_FIELDS = ["lib", "algo", "label", "coll", "nranks", "bytes", "time_us", "algbw", "busbw",
-                 "wrong", "iters", "round"]
+                 "wrong", "iters", "round", "spell_ns", "spell_after_ns"]
 MEM_FIELDS = ["when", "test", "threads", "bytes", "reps", "time_us", "copy_GBps", "bw_GBps",
               "traffic_GBps", "cached_GBps", "streamed_GBps"]
 
@@ -940,6 +1033,8 @@ def read_results(path):
                 r[k] = float(r[k])
             r["wrong"] = int(r["wrong"]) if r["wrong"] != "" else ""
             r["round"] = int(r.get("round") or 1)
+            for k in ("spell_ns", "spell_after_ns"):
+                r[k] = positive(r.get(k))
             rows.append(r)
     return rows
 
@@ -956,9 +1051,75 @@ def best_of_rounds(rows):
     return list(best.values())
 
 
+def spell_matched(rows, split):
+    """Per cell (collective, ranks, size), each library variant's best round within one spell, the
+    same spell for all of them: of the spells in which Weft's compared variant and at least one
+    peer ran right, the one in which the best peer was fastest (the hardest on Weft). Rows carry
+    'spell': that spell, or 'any' where no spell holds both (there: each library's best round
+    whatever the spell). A variant's wrong round, in any spell, replaces its row: a wrong result
+    is never hidden."""
+    cells = {}
+    for r in rows:
+        cells.setdefault((r["coll"], r["nranks"], r["bytes"]), []).append(r)
+    out = []
+    for (coll, n, size), cell in sorted(cells.items()):
+        everywhere = best_of_rounds(cell)
+        picked, spell, peer_best = everywhere, "any", None
+        for candidate in ("fast", "slow", "one"):
+            best = best_of_rounds([r for r in cell if spell_of(r, split) == candidate])
+            w, p = weft_at(best, size), best_peer_at(best, size, "busbw")
+            if w and good(w) and p and (peer_best is None or p["busbw"] > peer_best):
+                picked, spell, peer_best = best, candidate, p["busbw"]
+        wrong = {variant(r): r for r in everywhere if not good(r)}
+        for r in picked:
+            out.append(dict(wrong.pop(variant(r), r), spell=spell))
+        out += [dict(r, spell=spell) for r in wrong.values()]
+    return out
+
+
+def variant(r):
+    return (r["lib"], r["algo"], r["coll"], r["nranks"], r["bytes"])
+
+
+def spell_lines(raw, split, matched):
+    """What the spell readings showed and how the cells were matched."""
+    vals = [v for r in raw for v in (r["spell_ns"], r["spell_after_ns"]) if v]
+    lines = ["## Spells (a cache line's round trip between the two first CPUs, read before and "
+             "after every measurement)"]
+    if not vals:
+        return lines + ["(no spell readings: each library's best round per cell is compared)"]
+    vals.sort()
+    line = "%d readings, %.0f-%.0f ns (median %.0f)" % (len(vals), vals[0], vals[-1],
+                                                         vals[len(vals) // 2])
+    if split is None:
+        lines.append(line + "; one spell (no two groups %.1fx apart)" % SPELL_MIN_SPREAD)
+    else:
+        fast = sum(v < split for v in vals)
+        lines.append(line + "; split at %.0f ns: fast %d%%, slow %d%%" % (
+            split, 100 * fast // len(vals), 100 - 100 * fast // len(vals)))
+    tags = {}
+    for r in raw:
+        tags[spell_of(r, split)] = tags.get(spell_of(r, split), 0) + 1
+    lines.append("measurements: %s" % ", ".join("%s %d" % (k or "unread", v)
+                                               for k, v in sorted(tags.items(), key=str)))
+    cells = {}
+    for r in matched:
+        cells[(r["coll"], r["nranks"], r["bytes"])] = r["spell"]
+    counts = {}
+    for sp in cells.values():
+        counts[sp] = counts.get(sp, 0) + 1
+    lines.append("cells compared within one spell: %s ('any': no spell held Weft and a peer; each "
+                 "library's best round there)" % ", ".join(
+                     "%s %d" % kv for kv in sorted(counts.items())))
+    return lines
+
+
 def report(out_dir, log, plots):
     """Tables (stdout, tables.txt, summary.md) and plots from the files of one run."""
-    results = best_of_rounds(read_results(os.path.join(out_dir, "results.csv")))
+    raw = read_results(os.path.join(out_dir, "results.csv"))
+    split = spell_split(raw)
+    results = spell_matched(raw, split)
+    by_any_spell = index_results(best_of_rounds(raw))
     with open(os.path.join(out_dir, "mem.csv"), newline="") as f:
         mem_rows = list(csv.DictReader(f))
     def lines(name):
@@ -986,15 +1147,19 @@ def report(out_dir, log, plots):
             r.get("copy_GBps") or r.get("bw_GBps"),
             "copied," if r["test"] == "memcpy" else "(bytes of a),", r["traffic_GBps"]))
     text.append("")
+    text += spell_lines(raw, split, results) + [""]
     for coll in colls:
         for n in ranks:
             if (coll, n) in by:
-                text += ratio_table(coll, n, by[(coll, n)]) + [""]
+                text += ratio_table(coll, n, by[(coll, n)], by_any_spell[(coll, n)]) + [""]
     blines, bound = bound_lines(by, mem_rows)
     text += blines + [""]
     text += all_bounds_lines(by, mem_rows, colls, ranks) + [""]
     text += copy_ceiling_lines(by, mem_rows, colls, ranks) + [""]
-    text += goals_lines(by, mem_rows, colls, ranks) + [""]
+    text += goals_lines(by, mem_rows, colls, ranks, "Goals, checked on this run") + [""]
+    text += goals_lines(by_any_spell, mem_rows, colls, ranks,
+                        "The same goals on each library's best round whatever the spell "
+                        "(for reference)") + [""]
     text.append("## Summary (Weft out-of-place, broadcast in-place; best peer per size; ratio > 1: Weft faster)")
     text += summary_table(by, colls, ranks) + [""]
     if failures:

@@ -18,6 +18,10 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include "line_round_trip.h"
+
 namespace cmp {
 
 enum class Coll { allreduce, allgather, reducescatter, broadcast, alltoall };
@@ -174,10 +178,28 @@ inline double nowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Each size starts with two calls: the first untimed (first touch, connection set-up), the second
-// timed on every rank: the probe. The slowest rank's probe time picks the iterations that fill the
-// budget, within [minIters, maxIters], and a further warmup of about a tenth of that (none when
-// only a few iterations fit: the two probe calls warmed up already).
+// Each size starts with an untimed call (first touch, connection set-up), then timed batches of
+// 1, 2, 4, ... calls until a batch of at least two calls lasts kCalibrateSeconds on the slowest
+// rank (or one call a quarter of the budget): its time per call (the probe) picks the iterations
+// that fill the budget, within [minIters, maxIters], and a further warmup of about a tenth of that
+// (none when only a few iterations fit: the batches warmed up already). Batches, not one probe
+// call: a call soon after the ranks have slept (the spell probe) can take milliseconds while the
+// virtual CPUs wake, and would plan far too few iterations. `run` makes one call; `slowest` is
+// the max over ranks, itself a collective, so that every rank runs the same number of calls.
+constexpr double kCalibrateSeconds = 1e-3;
+constexpr int kCalibrateMaxBatch = 1 << 16;
+template <class Run, class Slowest>
+double probeSecondsPerCall(const Options& o, Run&& run, Slowest&& slowest) {
+  for (int batch = 1;; batch *= 2) {
+    const double t = nowSeconds();
+    for (int i = 0; i < batch; i++) run();
+    const double took = slowest(nowSeconds() - t);
+    if ((batch >= 2 && took >= kCalibrateSeconds) || took >= o.budget / 4 ||
+        batch >= kCalibrateMaxBatch)
+      return took / batch;
+  }
+}
+
 struct Plan {
   int warmup, iters;
 };
@@ -189,17 +211,42 @@ inline Plan planIterations(const Options& o, double probe) {
   return {warmup, iters};
 }
 
+// The machine's spell, read before the first size and after every size (see line_round_trip.h):
+// rank 0 times a cache line's round trip between the first two CPUs while the other ranks sleep,
+// so that no rank competes with the probe's threads for a core; every rank then enters the
+// library's barrier. Rank 0 gets the round trip in ns, or -1 where it cannot pin two CPUs; the
+// other ranks get -1.
+constexpr long kSpellTrips = 4000;         // ~0.5 ms in a fast spell, ~3 ms in a slow one
+constexpr useconds_t kSpellQuietUs = 20000;  // how long the other ranks stay off the CPUs
+constexpr useconds_t kSpellSettleUs = 1000;  // for the others to leave the last call first
+inline double spellProbe(int rank) {
+  if (rank != 0) {
+    usleep(kSpellQuietUs);
+    return -1;
+  }
+  usleep(kSpellSettleUs);
+  int a = 0, b = 1;
+  if (!probe::firstTwoCpus(a, b)) return -1;
+  const probe::RoundTrip rt = probe::lineRoundTrip(a, b, kSpellTrips);
+  return rt.pinned ? rt.ns : -1;
+}
+
+// The spell readings around one size's measurement.
+struct Spell {
+  double before = -1, after = -1;
+};
+
 // The line compare.py parses. bytes as in the header comment; time = the slowest rank's loop time
-// divided by the iterations; GB/s = 1e9 bytes/s.
+// divided by the iterations; GB/s = 1e9 bytes/s; spell: cache-line round trips in ns (-1: none).
 inline void printRow(const char* lib, const std::string& algo, Coll c, int n, size_t bytes,
-                     double seconds, long wrong, int iters) {
+                     double seconds, long wrong, int iters, Spell spell) {
   double us = seconds * 1e6;
   double algbw = double(bytes) / seconds / 1e9;
   std::printf(
       "@row lib=%s algo=%s coll=%s nranks=%d bytes=%zu time_us=%.3f algbw=%.6g busbw=%.6g "
-      "wrong=%ld iters=%d\n",
+      "wrong=%ld iters=%d spell_ns=%.1f spell_after_ns=%.1f\n",
       lib, algo.empty() ? "default" : algo.c_str(), collName(c), n, bytes, us, algbw,
-      algbw * busFactor(c, n), wrong, iters);
+      algbw * busFactor(c, n), wrong, iters, spell.before, spell.after);
   std::fflush(stdout);
 }
 

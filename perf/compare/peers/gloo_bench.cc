@@ -205,18 +205,19 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     std::printf("# gloo_bench coll=%s algo=%s nranks=%d transport=tcp(127.0.0.1) store=FileStore\n",
                 o.coll.c_str(), algo.empty() ? "default" : algo.c_str(), n);
   long wrongTotal = 0;
+  double spell = cmp::spellProbe(rank);
+  control.barrier();
   for (size_t bytes : o.sizes) {
     size_t count = cmp::totalCount(coll, bytes, n);
     if (count == 0 || count > size_t(INT32_MAX)) continue;
     Case c(coll, algo, count, rank, n, bench);
     c.run();
     control.barrier();
-    double t = cmp::nowSeconds();
-    c.run();
-    cmp::Plan plan = cmp::planIterations(o, control.max(cmp::nowSeconds() - t));
+    cmp::Plan plan = cmp::planIterations(
+        o, cmp::probeSecondsPerCall(o, [&] { c.run(); }, [&](double v) { return control.max(v); }));
     for (int i = 0; i < plan.warmup; i++) c.run();
     control.barrier();
-    t = cmp::nowSeconds();
+    double t = cmp::nowSeconds();
     for (int i = 0; i < plan.iters; i++) c.run();
     double loop = control.max(cmp::nowSeconds() - t);
     c.reset();
@@ -224,10 +225,12 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     c.run();
     long wrong = long(control.sum(double(c.wrong())));
     wrongTotal += wrong;
+    const double before = spell;
+    spell = cmp::spellProbe(rank);
+    control.barrier();
     if (rank == 0)
       cmp::printRow("gloo", algo, coll, n, count * sizeof(float), loop / plan.iters, wrong,
-                    plan.iters);
-    control.barrier();
+                    plan.iters, {before, spell});
   }
   return wrongTotal ? 1 : 0;
 }

@@ -2,9 +2,10 @@
 // MPI_Bcast, MPI_Alltoall on float32 (sum), out of place (Bcast: one buffer, root 0).
 // One source, built with mpicxx.openmpi and mpicxx.mpich; the library names itself in the output.
 //
-// Per size: an untimed call, a probe call (its slowest-rank time picks the iterations, see
+// Per size: an untimed call, probe batches (their slowest-rank time picks the iterations, see
 // bench_util.h), warmup, then the timed loop between a barrier and the end of the loop; time = max
 // over ranks. Then one untimed call on fresh input is checked exactly; #wrong is summed over ranks.
+// Before the first size and after each: the spell probe of bench_util.h.
 #include <mpi.h>
 
 #include <string>
@@ -145,18 +146,19 @@ int main(int argc, char** argv) {
                 v.c_str());
   }
   long wrongTotal = 0;
+  double spell = cmp::spellProbe(rank);
+  MPI_Barrier(MPI_COMM_WORLD);
   for (size_t bytes : o.sizes) {
     size_t count = cmp::totalCount(coll, bytes, n);
     if (count == 0 || count > size_t(INT32_MAX)) continue;
     Case c(coll, count, rank, n);
     c.run();
     MPI_Barrier(MPI_COMM_WORLD);
-    double t = cmp::nowSeconds();
-    c.run();
-    cmp::Plan plan = cmp::planIterations(o, maxOverRanks(cmp::nowSeconds() - t));
+    cmp::Plan plan =
+        cmp::planIterations(o, cmp::probeSecondsPerCall(o, [&] { c.run(); }, maxOverRanks));
     for (int i = 0; i < plan.warmup; i++) c.run();
     MPI_Barrier(MPI_COMM_WORLD);
-    t = cmp::nowSeconds();
+    double t = cmp::nowSeconds();
     for (int i = 0; i < plan.iters; i++) c.run();
     double loop = maxOverRanks(cmp::nowSeconds() - t);
     c.reset();
@@ -165,9 +167,12 @@ int main(int argc, char** argv) {
     long wrong = c.wrong(), wrongSum = 0;
     MPI_Allreduce(&wrong, &wrongSum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     wrongTotal += wrongSum;
+    const double before = spell;
+    spell = cmp::spellProbe(rank);
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
       cmp::printRow(kLib, "", coll, n, count * sizeof(float), loop / plan.iters, wrongSum,
-                    plan.iters);
+                    plan.iters, {before, spell});
   }
   MPI_Finalize();
   return wrongTotal ? 1 : 0;
