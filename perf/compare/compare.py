@@ -277,6 +277,7 @@ def weft_results(coll, n, rows, iters, spell=(None, None)):
 
 SPELL_TRIPS = 4000  # ~0.5 ms in a fast spell, ~3 ms in a slow one
 SPELL_MIN_SPREAD = 1.5  # two spells only when their typical round trips differ this much
+SPELL_VALLEY_SHARE = 0.05  # and few readings fall between them
 
 
 def spell_probe(args):
@@ -296,9 +297,11 @@ def spell_probe(args):
 
 
 def spell_split(rows):
-    """The round trip (ns) that splits this run's spell readings into a fast and a slow spell:
-    Otsu's threshold on their logarithms (the split that leaves the two groups most apart), kept
-    only when the groups' geometric means differ by SPELL_MIN_SPREAD or more. None: one spell."""
+    """The round trip (ns) that splits this run's spell readings into a fast and a slow spell, or
+    None for one spell. Otsu's threshold on their logarithms (the split that leaves the two groups
+    most apart), kept only when the groups' geometric means differ by SPELL_MIN_SPREAD or more and
+    the middle third between them (in log) holds at most SPELL_VALLEY_SHARE of the readings: two
+    spells leave a valley there, while one spell with a tail of disturbed readings does not."""
     vals = sorted(math.log(v) for r in rows for v in (r.get("spell_ns"), r.get("spell_after_ns"))
                   if v)
     if len(vals) < 2:
@@ -310,10 +313,14 @@ def spell_split(rows):
         m0, m1 = below / k, (total - below) / (n - k)
         score = k * (n - k) * (m1 - m0) ** 2
         if vals[k] > vals[k - 1] and (best is None or score > best[0]):
-            best = (score, k, m1 - m0)
-    if best is None or best[2] < math.log(SPELL_MIN_SPREAD):
+            best = (score, k, m0, m1)
+    if best is None or best[3] - best[2] < math.log(SPELL_MIN_SPREAD):
         return None
-    return math.exp((vals[best[1] - 1] + vals[best[1]]) / 2)
+    _, k, m0, m1 = best
+    lo, hi = m0 + (m1 - m0) / 3, m1 - (m1 - m0) / 3
+    if sum(lo < v < hi for v in vals) > SPELL_VALLEY_SHARE * n:
+        return None
+    return math.exp((vals[k - 1] + vals[k]) / 2)
 
 
 def spell_of(r, split):
@@ -902,7 +909,9 @@ def main():
                          "other round, and compare each library's best round per cell "
                          "(default: %(default)s)")
     ap.add_argument("--min-iters", type=int, default=3)
-    ap.add_argument("--max-iters", type=int, default=10000)
+    ap.add_argument("--max-iters", type=int, default=100000,
+                    help="most timed calls per size (default: %(default)s; loops of a few ms "
+                         "at 4 ranks on 2 cores say more about the scheduler than the calls)")
     ap.add_argument("--mem-reps", type=int, default=5)
     ap.add_argument("--weft-timeout", type=int, default=15,
                     help="Weft's own -T per invocation, seconds (default: %(default)s)")

@@ -1,6 +1,7 @@
 // The host executor: drives the lanes of one or more rank Programs as non-blocking state
 // machines from a single thread, over Connections, with spin-then-sleep waiting.
 #pragma once
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -27,13 +28,17 @@ class ConnectionSource {
 
 // What runStraight derived from a Work (kept while the Work's stamp stays).
 struct StraightShape {
+  // Most sends a straight call makes: a rank that only sends (a broadcast's root sending every
+  // copy itself) may make several, an exchange one.
+  static constexpr size_t kMaxSends = 8;
   uint64_t stamp = 0;  // of the Work it was derived for; 0: none
   bool straight = false;
   bool exchange = false;
-  uint32_t sendLane = 0;
-  const plan::Step* send = nullptr;
+  uint32_t sendLane = 0;  // an exchange's
+  uint32_t sends = 0;
+  std::array<const plan::Step*, kMaxSends> send{};  // in program order
+  std::array<transport::Connection*, kMaxSends> out{};
   const plan::Step* recv = nullptr;
-  transport::Connection* out = nullptr;
   transport::Connection* in = nullptr;
 };
 

@@ -6,6 +6,7 @@
 // 8 B messages through a slot FIFO, with a number of stores to distinct lines behind each post:
 // about 70 ns a message with 16, 100-127 with 64, 150-220 with 128, 270-300 with 256 (a pass
 // through the API, the group layer and the executor makes a few hundred).
+#include <array>
 #include <cstring>
 
 #include "src/common/futex.h"
@@ -46,6 +47,7 @@ StraightShape deriveShape(const Work& w) {
   auto has = [&](const plan::Ref& r) { return r.buffer < w.buffers.size() && w.buffers[r.buffer]; };
   // Lanes run one after the other, so a step may depend only on steps before it.
   size_t recvLane = 0, steps = 0;
+  std::array<size_t, StraightShape::kMaxSends> sendLanes{};
   for (size_t l = 0; l < lanes.size(); ++l) {
     for (size_t i = 0; i < lanes[l].steps.size(); ++i) {
       const plan::Step& s = lanes[l].steps[i];
@@ -58,9 +60,10 @@ StraightShape deriveShape(const Work& w) {
       if (localOp(s.op)) {
         if (s.op != Op::kNop && (!has(s.dst) || !has(s.src) || bytes > kStraightLocalBytes))
           return shape;
-      } else if (s.op == Op::kSend && !shape.send) {
+      } else if (s.op == Op::kSend && shape.sends < StraightShape::kMaxSends) {
         if (!has(s.src) || bytes == 0 || bytes > kStraightBytes) return shape;
-        shape.send = &s;
+        sendLanes[shape.sends] = l;
+        shape.send[shape.sends++] = &s;
         shape.sendLane = static_cast<uint32_t>(l);
       } else if ((s.op == Op::kRecv || s.op == Op::kRecvReduce) && !shape.recv) {
         if (!has(s.dst) || bytes == 0 || bytes > kStraightBytes) return shape;
@@ -71,20 +74,22 @@ StraightShape deriveShape(const Work& w) {
       }
     }
   }
-  if (!shape.send && !shape.recv) return shape;  // all local: the executor is quick enough
+  if (!shape.sends && !shape.recv) return shape;  // all local: the executor is quick enough
   // An exchange sends first (its peer may be waiting for that before it sends what we wait
-  // for), so the send must be a lane of its own that run() can then skip.
-  shape.exchange = shape.send && shape.recv;
+  // for), so its one send must be a lane of its own that run() can then skip. A rank that
+  // receives sends at most once: it forwards what it got.
+  shape.exchange = shape.sends && shape.recv;
+  if (shape.recv && shape.sends > 1) return shape;
   if (shape.exchange &&
       (shape.sendLane == recvLane || lanes[shape.sendLane].steps.size() != 1 ||
-       shape.sendLane > 63 || shape.send->count * es > kStraightExchangeBytes ||
+       shape.sendLane > 63 || shape.send[0]->count * es > kStraightExchangeBytes ||
        shape.recv->count * es > kStraightExchangeBytes))
     return shape;
   if (shape.recv) shape.in = w.conns->connection(shape.recv->recvPeer, lanes[recvLane].channel);
-  if (shape.send) {
-    shape.out =
-        w.conns->connection(shape.send->sendPeer, plan::sendChannelOf(lanes[shape.sendLane]));
-    if (shape.send->count * es > shape.out->slotBytes()) return shape;
+  for (uint32_t k = 0; k < shape.sends; ++k) {
+    const plan::Step& s = *shape.send[k];
+    shape.out[k] = w.conns->connection(s.sendPeer, plan::sendChannelOf(lanes[sendLanes[k]]));
+    if (s.count * es > shape.out[k]->slotBytes()) return shape;
   }
   shape.straight = true;
   return shape;
@@ -115,13 +120,17 @@ Straight runStraight(Work& w, uint32_t tag) {
     return inData && !remote && gotTag == tag && got == shape.recv->count * es;
   };
   if (shape.recv && !shape.exchange && !received()) return Straight::kNotRun;
-  void* slot = nullptr;
-  if (shape.send)
-    for (uint32_t p = 0; !(slot = shape.out->sendSlotFor(shape.send->count * es)); cpuRelax())
+  std::array<void*, StraightShape::kMaxSends> slots{};
+  for (uint32_t k = 0; k < shape.sends; ++k)
+    for (uint32_t p = 0; !(slots[k] = shape.out[k]->sendSlotFor(shape.send[k]->count * es));
+         cpuRelax())
       if (++p >= polls) return Straight::kNotRun;
+  uint32_t sent = 0;  // sends are met in program order
   auto send = [&] {
-    std::memcpy(slot, at(shape.send->src), shape.send->count * es);
-    shape.out->post(static_cast<uint32_t>(shape.send->count * es), tag);
+    const plan::Step& s = *shape.send[sent];
+    std::memcpy(slots[sent], at(s.src), s.count * es);
+    shape.out[sent]->post(static_cast<uint32_t>(s.count * es), tag);
+    ++sent;
   };
   if (shape.exchange) {
     // The send's lane holds nothing else: send now, then wait for the peer's message.

@@ -183,8 +183,12 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec)
       // slower than a chain's (the root wakes every receiver: 4 ranks, 8 B-4 KiB, 1.5-4x).
       // Measured on 2 cores, us per call: 4 ranks at 16 KiB 3.0-4.4 both ways, 32 KiB 6.5-7.5
       // direct against 7.8-11.2 chained; 3 ranks at 4-8 KiB already 1.1-1.8 against 1.1-2.6.
+      // Where 4 or more ranks take turns on the cores the root's copies go out in one straight
+      // call and each receiver takes its turn once (us per call, 2 cores, 100000 calls: 4 ranks
+      // at 8 B / 1 KiB direct 0.45 / 2.13-2.27, tree 0.50-0.52 / 2.24-2.48; 8 ranks 1.26-1.30 /
+      // 6.3-7.0 both; 3 ranks stay as they were: ring 0.35 / 1.70 against direct 0.37 / 2.0).
       if (al == "direct" && broadcast && oneHost && n > 2)
-        return (n - 1) * a + 0.5 * bytes * b;
+        return (sharedCores_ && n > 3 ? 1.5 : n - 1) * a + 0.5 * bytes * b;
       if (al == "direct") return (1 + 0.25 * (n - 1)) * a + (n - 1) * bytes * b * 1.1;
       break;
     case Collective::kAllGather:

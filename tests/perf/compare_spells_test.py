@@ -33,6 +33,12 @@ class SpellSplit(unittest.TestCase):
         self.assertGreater(split, 130.0)
         self.assertLess(split, 560.0)
 
+    def test_one_spell_with_a_tail_of_disturbed_readings_is_one_spell(self):
+        spread = [400.0 + 20 * k for k in range(20)] + [700.0 + 50 * k for k in range(8)]
+        spread += [900.0, 1100.0, 1300.0, 1550.0]
+        rows = [row("weft", 8, 1.0, (v, v)) for v in spread]
+        self.assertIsNone(compare.spell_split(rows))
+
     def test_close_readings_are_one_spell(self):
         rows = [row("weft", 8, 1.0, s) for s in ((450.0, 500.0), (520.0, 610.0), (430.0, 590.0))]
         self.assertIsNone(compare.spell_split(rows))

@@ -211,6 +211,32 @@ inline Plan planIterations(const Options& o, double probe) {
   return {warmup, iters};
 }
 
+// The timed loop of one size: calibrate, warm up, then `iters` calls between a barrier and the
+// slowest rank's end. A loop that lasted under a quarter of the budget is run again with
+// iterations planned from its own time (until it fills that quarter or reaches maxIters): the
+// calibration batches can catch a rare stall (a rank descheduled for a time slice where ranks
+// outnumber cores) and plan a few dozen calls that then miss every stall, a loop of microseconds
+// that says nothing about the calls' real rate.
+struct Timed {
+  double secondsPerCall;
+  int iters;
+};
+template <class Run, class Barrier, class Slowest>
+Timed timeCalls(const Options& o, Run&& run, Barrier&& barrier, Slowest&& slowest) {
+  Plan plan = planIterations(o, probeSecondsPerCall(o, run, slowest));
+  for (;;) {
+    for (int i = 0; i < plan.warmup; i++) run();
+    barrier();
+    const double t = nowSeconds();
+    for (int i = 0; i < plan.iters; i++) run();
+    const double loop = slowest(nowSeconds() - t);
+    if (loop >= o.budget / 4 || plan.iters >= o.maxIters) return {loop / plan.iters, plan.iters};
+    const Plan next = planIterations(o, loop / plan.iters);
+    if (next.iters <= plan.iters) return {loop / plan.iters, plan.iters};
+    plan = {0, next.iters};  // warm already
+  }
+}
+
 // The machine's spell, read before the first size and after every size (see line_round_trip.h):
 // rank 0 times a cache line's round trip between the first two CPUs while the other ranks sleep,
 // so that no rank competes with the probe's threads for a core; every rank then enters the

@@ -213,13 +213,8 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     Case c(coll, algo, count, rank, n, bench);
     c.run();
     control.barrier();
-    cmp::Plan plan = cmp::planIterations(
-        o, cmp::probeSecondsPerCall(o, [&] { c.run(); }, [&](double v) { return control.max(v); }));
-    for (int i = 0; i < plan.warmup; i++) c.run();
-    control.barrier();
-    double t = cmp::nowSeconds();
-    for (int i = 0; i < plan.iters; i++) c.run();
-    double loop = control.max(cmp::nowSeconds() - t);
+    const cmp::Timed timed = cmp::timeCalls(
+        o, [&] { c.run(); }, [&] { control.barrier(); }, [&](double v) { return control.max(v); });
     c.reset();
     control.barrier();
     c.run();
@@ -229,8 +224,8 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     spell = cmp::spellProbe(rank);
     control.barrier();
     if (rank == 0)
-      cmp::printRow("gloo", algo, coll, n, count * sizeof(float), loop / plan.iters, wrong,
-                    plan.iters, {before, spell});
+      cmp::printRow("gloo", algo, coll, n, count * sizeof(float), timed.secondsPerCall, wrong,
+                    timed.iters, {before, spell});
   }
   return wrongTotal ? 1 : 0;
 }

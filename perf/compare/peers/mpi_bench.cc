@@ -2,9 +2,8 @@
 // MPI_Bcast, MPI_Alltoall on float32 (sum), out of place (Bcast: one buffer, root 0).
 // One source, built with mpicxx.openmpi and mpicxx.mpich; the library names itself in the output.
 //
-// Per size: an untimed call, probe batches (their slowest-rank time picks the iterations, see
-// bench_util.h), warmup, then the timed loop between a barrier and the end of the loop; time = max
-// over ranks. Then one untimed call on fresh input is checked exactly; #wrong is summed over ranks.
+// Per size: an untimed call, then bench_util.h's timeCalls (probe batches pick the iterations,
+// warmup, the timed loop between a barrier and the end of the loop; time = max over ranks). Then one untimed call on fresh input is checked exactly; #wrong is summed over ranks.
 // Before the first size and after each: the spell probe of bench_util.h.
 #include <mpi.h>
 
@@ -154,13 +153,8 @@ int main(int argc, char** argv) {
     Case c(coll, count, rank, n);
     c.run();
     MPI_Barrier(MPI_COMM_WORLD);
-    cmp::Plan plan =
-        cmp::planIterations(o, cmp::probeSecondsPerCall(o, [&] { c.run(); }, maxOverRanks));
-    for (int i = 0; i < plan.warmup; i++) c.run();
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t = cmp::nowSeconds();
-    for (int i = 0; i < plan.iters; i++) c.run();
-    double loop = maxOverRanks(cmp::nowSeconds() - t);
+    const cmp::Timed timed = cmp::timeCalls(
+        o, [&] { c.run(); }, [] { MPI_Barrier(MPI_COMM_WORLD); }, maxOverRanks);
     c.reset();
     MPI_Barrier(MPI_COMM_WORLD);
     c.run();
@@ -171,8 +165,8 @@ int main(int argc, char** argv) {
     spell = cmp::spellProbe(rank);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
-      cmp::printRow(kLib, "", coll, n, count * sizeof(float), loop / plan.iters, wrongSum,
-                    plan.iters, {before, spell});
+      cmp::printRow(kLib, "", coll, n, count * sizeof(float), timed.secondsPerCall, wrongSum,
+                    timed.iters, {before, spell});
   }
   MPI_Finalize();
   return wrongTotal ? 1 : 0;

@@ -1,5 +1,5 @@
-// Repeated small blocking calls in which a rank sends or receives one message, or exchanges one
-// with a peer, go straight through (exec::runStraight) when the peer is ready: results stay exact
+// Repeated small blocking calls in which a rank sends or receives one message, sends one to each
+// of several peers, or exchanges one with a peer, go straight through (exec::runStraight) when the peer is ready: results stay exact
 // call after call as the data changes, a late peer leaves the call (or, once a rank's message of
 // an exchange went out, the rest of it) to the executor, and a peer that then calls something
 // else (another count, another collective) is an error, never a silent mix.
@@ -108,6 +108,27 @@ TEST(StraightCalls, RepeatedSmallRootedCallsStayExact) {
             EXPECT_GT(total, 0u) << "kind " << int(kind) << " count " << count;
           }
         }
+}
+
+TEST(StraightCalls, RootSendingEveryCopyGoesStraight) {
+  // A direct broadcast's root sends one message to each of the other ranks in one straight call.
+  setenv("NCCL_ALGO", "broadcast:direct", 1);
+  const int n = 4, root = 1;
+  for (size_t count : {size_t(1), size_t(300), size_t(2048)})
+    for (bool inPlace : {false, true}) {
+      std::vector<uint64_t> straight(n);
+      onRanks(n, [&](int rank, ncclComm_t comm) {
+        std::vector<float> in(count * n), out(count * n);
+        for (int iter = 0; iter < 300; ++iter)
+          EXPECT_TRUE(callAndCheck(Kind::kBroadcast, rank, n, root, count, iter, inPlace, in, out,
+                                   comm))
+              << "count " << count << " iter " << iter;
+        straight[rank] = weftStraightCalls(comm);
+      });
+      // The root waits for nothing but free slots, which the receivers' FIFOs mostly have.
+      EXPECT_GT(straight[root], 0u) << "count " << count << " in place " << inPlace;
+    }
+  unsetenv("NCCL_ALGO");
 }
 
 TEST(StraightCalls, LatePeerLeavesTheCallToTheExecutor) {

@@ -48,6 +48,9 @@ TEST(Selector, OneHostCopiesRunAtOnce) {
   Selector shared(4, LinkModel{}, AlgoFilter(""));
   shared.setSharedCores(true);
   EXPECT_NE(pick(shared, Collective::kBroadcast, 4, 8), "ring");
+  // There the root's copies go out in one straight call: direct, from the smallest size.
+  EXPECT_EQ(pick(shared, Collective::kBroadcast, 4, 8), "direct");
+  EXPECT_EQ(pick(shared, Collective::kBroadcast, 4, 1024), "direct");
   // Two ranks: the chain is the direct copy.
   Selector two(2, LinkModel{}, AlgoFilter(""));
   EXPECT_EQ(pick(two, Collective::kBroadcast, 2, 16 << 20), "ring");
