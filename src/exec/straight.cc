@@ -90,6 +90,9 @@ StraightShape deriveShape(const Work& w) {
     const plan::Step& s = *shape.send[k];
     shape.out[k] = w.conns->connection(s.sendPeer, plan::sendChannelOf(lanes[sendLanes[k]]));
     if (s.count * es > shape.out[k]->slotBytes()) return shape;
+    // Every slot is taken before the first post: two sends on one connection would get one.
+    for (uint32_t j = 0; j < k; ++j)
+      if (shape.out[j] == shape.out[k]) return shape;
   }
   shape.straight = true;
   return shape;
