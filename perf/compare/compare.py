@@ -29,6 +29,7 @@ Run with /usr/bin/python3 (matplotlib from python3-matplotlib).
 """
 
 import argparse
+import collections
 import csv
 import datetime
 import math
@@ -302,8 +303,7 @@ def spell_split(rows):
     most apart), kept only when the groups' geometric means differ by SPELL_MIN_SPREAD or more and
     the middle third between them (in log) holds at most SPELL_VALLEY_SHARE of the readings: two
     spells leave a valley there, while one spell with a tail of disturbed readings does not."""
-    vals = sorted(math.log(v) for r in rows for v in (r.get("spell_ns"), r.get("spell_after_ns"))
-                  if v)
+    vals = sorted(math.log(v) for v in spell_readings(rows))
     if len(vals) < 2:
         return None
     total, n = sum(vals), len(vals)
@@ -321,6 +321,11 @@ def spell_split(rows):
     if sum(lo < v < hi for v in vals) > SPELL_VALLEY_SHARE * n:
         return None
     return math.exp((vals[k - 1] + vals[k]) / 2)
+
+
+def spell_readings(rows):
+    """Every spell reading of the rows (before and after each measurement), in ns."""
+    return [v for r in rows for v in (r.get("spell_ns"), r.get("spell_after_ns")) if v]
 
 
 def spell_of(r, split):
@@ -877,7 +882,7 @@ def measure_round(args, runner, log, colls, ranks, sizes, libs, rnd):
                     if not got and lib == "gloo" and coll not in GLOO_ALGOS:
                         continue  # no gloo call for it
                 wrong = sum(int(r["wrong"] or 0) for r in got)
-                spells = [v for r in got for v in (r["spell_ns"], r["spell_after_ns"]) if v]
+                spells = spell_readings(got)
                 log("%-13s n=%d %-8s %3d rows %5.1fs  spell %s%s" % (
                     coll, n, lib, len(got), time.time() - t0,
                     "%.0f-%.0f ns" % (min(spells), max(spells)) if spells else "-",
@@ -906,8 +911,8 @@ def main():
                     help="seconds of timed work per size and library (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="measure everything this many times, the library order reversed every "
-                         "other round, and compare each library's best round per cell "
-                         "(default: %(default)s)")
+                         "other round, and compare the libraries' best rounds within one spell "
+                         "per cell (default: %(default)s)")
     ap.add_argument("--min-iters", type=int, default=3)
     ap.add_argument("--max-iters", type=int, default=100000,
                     help="most timed calls per size (default: %(default)s; loops of a few ms "
@@ -1053,7 +1058,7 @@ def best_of_rounds(rows):
     wrong (a wrong result is never hidden by a right one)."""
     best = {}
     for r in rows:
-        key = (r["lib"], r["algo"], r["coll"], r["nranks"], r["bytes"])
+        key = variant(r)
         old = best.get(key)
         if old is None or (good(old) and (not good(r) or r["busbw"] > old["busbw"])):
             best[key] = r
@@ -1092,12 +1097,11 @@ def variant(r):
 
 def spell_lines(raw, split, matched):
     """What the spell readings showed and how the cells were matched."""
-    vals = [v for r in raw for v in (r["spell_ns"], r["spell_after_ns"]) if v]
+    vals = sorted(spell_readings(raw))
     lines = ["## Spells (a cache line's round trip between the two first CPUs, read before and "
              "after every measurement)"]
     if not vals:
         return lines + ["(no spell readings: each library's best round per cell is compared)"]
-    vals.sort()
     line = "%d readings, %.0f-%.0f ns (median %.0f)" % (len(vals), vals[0], vals[-1],
                                                          vals[len(vals) // 2])
     if split is None:
@@ -1106,17 +1110,11 @@ def spell_lines(raw, split, matched):
         fast = sum(v < split for v in vals)
         lines.append(line + "; split at %.0f ns: fast %d%%, slow %d%%" % (
             split, 100 * fast // len(vals), 100 - 100 * fast // len(vals)))
-    tags = {}
-    for r in raw:
-        tags[spell_of(r, split)] = tags.get(spell_of(r, split), 0) + 1
+    tags = collections.Counter(spell_of(r, split) for r in raw)
     lines.append("measurements: %s" % ", ".join("%s %d" % (k or "unread", v)
                                                for k, v in sorted(tags.items(), key=str)))
-    cells = {}
-    for r in matched:
-        cells[(r["coll"], r["nranks"], r["bytes"])] = r["spell"]
-    counts = {}
-    for sp in cells.values():
-        counts[sp] = counts.get(sp, 0) + 1
+    cells = {(r["coll"], r["nranks"], r["bytes"]): r["spell"] for r in matched}
+    counts = collections.Counter(cells.values())
     lines.append("cells compared within one spell: %s ('any': no spell held Weft and a peer; each "
                  "library's best round there)" % ", ".join(
                      "%s %d" % kv for kv in sorted(counts.items())))

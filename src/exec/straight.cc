@@ -64,7 +64,6 @@ StraightShape deriveShape(const Work& w) {
         if (!has(s.src) || bytes == 0 || bytes > kStraightBytes) return shape;
         sendLanes[shape.sends] = l;
         shape.send[shape.sends++] = &s;
-        shape.sendLane = static_cast<uint32_t>(l);
       } else if ((s.op == Op::kRecv || s.op == Op::kRecvReduce) && !shape.recv) {
         if (!has(s.dst) || bytes == 0 || bytes > kStraightBytes) return shape;
         shape.recv = &s;
@@ -80,6 +79,7 @@ StraightShape deriveShape(const Work& w) {
   // receives sends at most once: it forwards what it got.
   shape.exchange = shape.sends && shape.recv;
   if (shape.recv && shape.sends > 1) return shape;
+  shape.sendLane = static_cast<uint32_t>(sendLanes[0]);
   if (shape.exchange &&
       (shape.sendLane == recvLane || lanes[shape.sendLane].steps.size() != 1 ||
        shape.sendLane > 63 || shape.send[0]->count * es > kStraightExchangeBytes ||

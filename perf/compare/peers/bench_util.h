@@ -262,6 +262,28 @@ struct Spell {
   double before = -1, after = -1;
 };
 
+// The readings of one sweep: one before the first size, then one after each size, each followed
+// by the library's barrier (so that no rank calls again while rank 0 probes).
+class SpellTrack {
+ public:
+  template <class Barrier>
+  SpellTrack(int rank, Barrier&& barrier) : rank_(rank), last_(spellProbe(rank)) {
+    barrier();
+  }
+  // After a size: the readings around it (rank 0's; -1 on the others).
+  template <class Barrier>
+  Spell after(Barrier&& barrier) {
+    const Spell s{last_, spellProbe(rank_)};
+    last_ = s.after;
+    barrier();
+    return s;
+  }
+
+ private:
+  int rank_;
+  double last_;
+};
+
 // The line compare.py parses. bytes as in the header comment; time = the slowest rank's loop time
 // divided by the iterations; GB/s = 1e9 bytes/s; spell: cache-line round trips in ns (-1: none).
 inline void printRow(const char* lib, const std::string& algo, Coll c, int n, size_t bytes,

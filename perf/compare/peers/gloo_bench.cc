@@ -205,27 +205,25 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     std::printf("# gloo_bench coll=%s algo=%s nranks=%d transport=tcp(127.0.0.1) store=FileStore\n",
                 o.coll.c_str(), algo.empty() ? "default" : algo.c_str(), n);
   long wrongTotal = 0;
-  double spell = cmp::spellProbe(rank);
-  control.barrier();
+  auto barrier = [&] { control.barrier(); };
+  cmp::SpellTrack spells(rank, barrier);
   for (size_t bytes : o.sizes) {
     size_t count = cmp::totalCount(coll, bytes, n);
     if (count == 0 || count > size_t(INT32_MAX)) continue;
     Case c(coll, algo, count, rank, n, bench);
     c.run();
     control.barrier();
-    const cmp::Timed timed = cmp::timeCalls(
-        o, [&] { c.run(); }, [&] { control.barrier(); }, [&](double v) { return control.max(v); });
+    const cmp::Timed timed =
+        cmp::timeCalls(o, [&] { c.run(); }, barrier, [&](double v) { return control.max(v); });
     c.reset();
     control.barrier();
     c.run();
     long wrong = long(control.sum(double(c.wrong())));
     wrongTotal += wrong;
-    const double before = spell;
-    spell = cmp::spellProbe(rank);
-    control.barrier();
+    const cmp::Spell spell = spells.after(barrier);
     if (rank == 0)
       cmp::printRow("gloo", algo, coll, n, count * sizeof(float), timed.secondsPerCall, wrong,
-                    timed.iters, {before, spell});
+                    timed.iters, spell);
   }
   return wrongTotal ? 1 : 0;
 }

@@ -3,8 +3,9 @@
 // One source, built with mpicxx.openmpi and mpicxx.mpich; the library names itself in the output.
 //
 // Per size: an untimed call, then bench_util.h's timeCalls (probe batches pick the iterations,
-// warmup, the timed loop between a barrier and the end of the loop; time = max over ranks). Then one untimed call on fresh input is checked exactly; #wrong is summed over ranks.
-// Before the first size and after each: the spell probe of bench_util.h.
+// warmup, the timed loop between a barrier and the end of the loop; time = max over ranks). Then
+// one untimed call on fresh input is checked exactly; #wrong is summed over ranks. Before the
+// first size and after each: the spell probe of bench_util.h (SpellTrack).
 #include <mpi.h>
 
 #include <string>
@@ -145,28 +146,25 @@ int main(int argc, char** argv) {
                 v.c_str());
   }
   long wrongTotal = 0;
-  double spell = cmp::spellProbe(rank);
-  MPI_Barrier(MPI_COMM_WORLD);
+  auto barrier = [] { MPI_Barrier(MPI_COMM_WORLD); };
+  cmp::SpellTrack spells(rank, barrier);
   for (size_t bytes : o.sizes) {
     size_t count = cmp::totalCount(coll, bytes, n);
     if (count == 0 || count > size_t(INT32_MAX)) continue;
     Case c(coll, count, rank, n);
     c.run();
     MPI_Barrier(MPI_COMM_WORLD);
-    const cmp::Timed timed = cmp::timeCalls(
-        o, [&] { c.run(); }, [] { MPI_Barrier(MPI_COMM_WORLD); }, maxOverRanks);
+    const cmp::Timed timed = cmp::timeCalls(o, [&] { c.run(); }, barrier, maxOverRanks);
     c.reset();
     MPI_Barrier(MPI_COMM_WORLD);
     c.run();
     long wrong = c.wrong(), wrongSum = 0;
     MPI_Allreduce(&wrong, &wrongSum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     wrongTotal += wrongSum;
-    const double before = spell;
-    spell = cmp::spellProbe(rank);
-    MPI_Barrier(MPI_COMM_WORLD);
+    const cmp::Spell spell = spells.after(barrier);
     if (rank == 0)
       cmp::printRow(kLib, "", coll, n, count * sizeof(float), timed.secondsPerCall, wrongSum,
-                    timed.iters, {before, spell});
+                    timed.iters, spell);
   }
   MPI_Finalize();
   return wrongTotal ? 1 : 0;
