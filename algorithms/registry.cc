@@ -3,6 +3,7 @@
 #include <string>
 
 #include "algorithms/direct/direct.h"
+#include "algorithms/fan/fan.h"
 #include "algorithms/hierarchical/hierarchical.h"
 #include "algorithms/rhd/rhd.h"
 #include "algorithms/ring/ring.h"
@@ -30,6 +31,7 @@ const std::vector<Algorithm>& all() {
         Collective::kBroadcast},
        buildDirect},
       {"rsag", {Collective::kAllReduce, Collective::kReduceScatter}, buildRsag},
+      {"fan", {Collective::kBroadcast}, buildFan},
       {"hier",
        {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter},
        buildHierarchical},

@@ -13,6 +13,9 @@ struct Options {
   uint64_t sliceElems = 0;   // pipelining unit for trees / chains; 0 = the algorithm's default
   // Host of each rank (any labels; empty: all ranks on one host). Hierarchical algorithms only.
   std::vector<int> hostOf = {};
+  // Fan broadcasts only: the share of the data the root stores into every receiver itself
+  // (0: the builder's default, see fan.h).
+  double pushShare = 0;
 };
 
 using Generator = plan::Plan (*)(const plan::Spec&, const Options&);

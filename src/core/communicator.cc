@@ -94,7 +94,14 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
     if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
   }
-  const bool sharedCores = placeRanksOnHost(local, rank).oversubscribed;
+  const PlacementResult placement = placeRanksOnHost(local, rank);
+  const bool sharedCores = placement.oversubscribed;
+  // Where each rank of this host runs, as placement deals them (pinned or not, the scheduler
+  // spreads them much the same way), by its index among the host's ranks.
+  std::vector<int> coreOf(nranks, -1);
+  for (size_t i = 0; i < local.size(); ++i)
+    coreOf[local[i].rank] = coreForSlot(static_cast<int>(i), static_cast<int>(local.size()),
+                                        std::max(1, placement.cpus));
   boot_->barrier();
   bell_->unlink();
 
@@ -145,6 +152,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     selector_->setHosts(hostOf, net);
   }
   selector_->setSharedCores(sharedCores);
+  selector_->setCores(std::move(coreOf));
   if (synthesisEnabled(synthMode_, *topology_)) attachSynthesizedPlans();
   if (rank == 0) {
     static std::once_flag envOnce;

@@ -212,10 +212,8 @@ class WorkRunner {
       return;
     const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
     const uint64_t outBytes = sizes.output * elemSize_;
-    // Only input this rank reads counts (a broadcast or scatter reads the root's alone).
-    const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||
-                          spec.coll == plan::Collective::kScatter;
-    if (!rootOnly || spec.root == w.rank) {
+    // Only input this rank reads counts.
+    if (readsOwnInput(w)) {
       inputBegin_ = w.buffers[plan::kInput];
       inputEnd_ = inputBegin_ ? inputBegin_ + sizes.input * elemSize_ : nullptr;
     }
@@ -227,6 +225,14 @@ class WorkRunner {
     const uint64_t weighed = allReduce ? outBytes : reduces ? touched : copyFootprint(touched);
     streamOutput_ = least != 0 && weighed >= least;
     streamLanded_ = leastLanded != 0 && outBytes >= leastLanded;
+  }
+
+  // Whether the rank reads its input: a broadcast or scatter reads the root's alone.
+  static bool readsOwnInput(const Work& w) {
+    const plan::Spec& spec = w.plan->spec;
+    const bool rootOnly = spec.coll == plan::Collective::kBroadcast ||
+                          spec.coll == plan::Collective::kScatter;
+    return !rootOnly || spec.root == w.rank;
   }
 
   // Whether the call never writes the input it sends from: input and output apart, or a
@@ -406,8 +412,10 @@ class WorkRunner {
     if (dst && busy(dst, dst + bytes)) return 0;
 
     void* out = nullptr;
-    // The receiver offered where this goes: store it there as it is produced.
-    char* land = ls.send && mayLand(s.op) && landingBytes() && bytes >= rdvBytes_
+    // The receiver offered where this goes: store it there as it is produced (and a push
+    // lane's plain sends too, see plan::Lane::push).
+    const bool pushes = s.op == Op::kSend && w_->program->lanes[lane].push;
+    char* land = ls.send && (mayLand(s.op) || pushes) && landingBytes() && bytes >= rdvBytes_
                      ? static_cast<char*>(ls.send->landingFor(bytes, w_->laneTags[lane]))
                      : nullptr;
     if (ls.send && !land) {
@@ -464,7 +472,10 @@ class WorkRunner {
     const uint32_t tag = w_->laneTags[lane];
     switch (s.op) {
       case Op::kSend:
-        if (byRef) sendByReference(ls.send, s.sendPeer, ptr(s.src, d), bytes, tag);
+        if (land)
+          copyElements(w_->type, land, ptr(s.src, d), n, scaleFor(s.src),
+                       streamLanded_ ? Store::kStreaming : Store::kCached);
+        else if (byRef) sendByReference(ls.send, s.sendPeer, ptr(s.src, d), bytes, tag);
         else copyElements(w_->type, out, ptr(s.src, d), n, scaleFor(s.src));
         break;
       case Op::kRecv:
@@ -544,7 +555,7 @@ class WorkRunner {
     const uint64_t bytes = elems * elemSize_;
     if (landingBytes() == 0 || bytes < landingBytes()) return;
     char* dst = ptr(first.dst, 0);
-    const char* in = w_->buffers[plan::kInput];
+    const char* in = readsOwnInput(*w_) ? w_->buffers[plan::kInput] : nullptr;
     const uint64_t inBytes = plan::bufferSizes(w_->plan->spec, w_->rank).input * elemSize_;
     if ((in && dst < in + inBytes && in < dst + bytes) || busy(dst, dst + bytes)) return;
     ls.recv->offerLanding(dst, bytes, w_->laneTags[lane]);

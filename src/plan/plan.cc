@@ -71,6 +71,7 @@ std::string toText(const Plan& plan) {
     for (size_t l = 0; l < p.lanes.size(); ++l) {
       out << "  lane " << l << " channel=" << p.lanes[l].channel;
       if (p.lanes[l].sendChannel >= 0) out << " sendChannel=" << p.lanes[l].sendChannel;
+      if (p.lanes[l].push) out << " push";
       out << "\n";
       for (size_t s = 0; s < p.lanes[l].steps.size(); ++s) {
         const Step& st = p.lanes[l].steps[s];

@@ -92,6 +92,11 @@ struct Lane {
   // take its input from one FIFO and forward on another that a different lane of the peer
   // receives (a 2-rank allreduce's reduce-and-forward). Not in MSCCL XML.
   int32_t sendChannel = -1;
+  // Plain sends of this lane store their data into the receiver's buffer where it offered it
+  // (a landing), instead of leaving the receiver to read it: a rank that sends each slice to
+  // several peers in turn reads it once, and writes every copy while it is in cache. A hint,
+  // like `share`: without an offer the send goes as usual. Not in MSCCL XML.
+  bool push = false;
 };
 
 // The channel a lane's sends go out on.

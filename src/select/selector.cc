@@ -121,8 +121,38 @@ static double predictHierarchical(Collective c, double n, double hosts, double l
   }
 }
 
-double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec) const {
+double Selector::fanShare(int root) const {
+  if (!sharedCores_ || hosts_ > 1 || nranks_ < 3 || coreOf_.size() != static_cast<size_t>(nranks_) ||
+      root < 0 || root >= nranks_ || coreOf_[root] < 0)
+    return 0;
+  std::map<int, int> ranksOn;
+  for (int c : coreOf_) ++ranksOn[c];
+  const int own = ranksOn[coreOf_[root]] - 1;  // receivers beside the root
+  int most = 0;
+  for (const auto& [core, ranks] : ranksOn)
+    if (core != coreOf_[root]) most = std::max(most, ranks);
+  if (2 * own > most) return 0;
+  // Cores even: pushing a byte to n - 1 receivers costs the root about n / 2 copies (one read,
+  // n - 1 writes), and each byte it pushes spares every receiver a copy.
+  return (most - own) / (nranks_ / 2.0 + most - own);
+}
+
+double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec,
+                           const CallTraits& call) const {
   if (!algo::supports(algorithm, spec.coll)) return std::numeric_limits<double>::infinity();
+  if (algorithm == "fan") {
+    // Pays once the buffers outgrow what the caches keep (as WEFT_STREAM_BYTES counts them:
+    // each rank's bytes n / 2 times, from 20 MiB), in place (out of place the root's own copy
+    // adds to its share). 4 ranks on 2 cores, root's core one receiver and the other two, GB/s
+    // in place: 8 MiB direct 17.5-18.9, fan 16.6-17.5; 16 MiB 5.0-11.6 against 12.4-16.2;
+    // 32 MiB 6.0-6.5 against 10.2-13.3; 64 MiB 4.8-5.1 against 7.7-10.2. Out of place 32 MiB
+    // direct 5.4-7.5, fan 6.5-7.8. 3 and 8 ranks lose (32 MiB in place: 20-21.6 against 11.5-21.5;
+    // 3.5-3.9 against 2.6-4.1).
+    const double bytes = static_cast<double>(spec.count) * spec.elemSize;
+    const bool pays = call.inPlace && fanShare(spec.root) > 0 &&
+                      bytes * nranks_ / 2 >= 20.0 * (1 << 20);
+    return predictUs("direct", spec, call) * (pays ? 0.6 : 1.25);
+  }
   if (algorithm == "hier")
     return hosts_ > 1 ? predictHierarchical(spec.coll, nranks_, hosts_, maxLocal_,
                                             static_cast<double>(spec.count) * spec.elemSize,
@@ -227,7 +257,7 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
     bool ok = false;
     for (Collective c : alg.colls) ok |= c == spec.coll;
     if (!ok || !filter_.allows(spec.coll, alg.name)) continue;
-    double t = predictUs(alg.name, spec);
+    double t = predictUs(alg.name, spec, call);
     if (t < bestTime) {
       bestTime = t;
       best.algorithm = alg.name;
@@ -236,7 +266,7 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   if (best.algorithm.empty()) {
     // The override excludes everything this collective supports: fall back to the model.
     for (const auto& alg : algo::all()) {
-      double t = predictUs(alg.name, spec);
+      double t = predictUs(alg.name, spec, call);
       if (t < bestTime) {
         bestTime = t;
         best.algorithm = alg.name;
@@ -244,6 +274,7 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
     }
   }
   if (best.algorithm == "hier") best.options.hostOf = hostOf_;
+  if (best.algorithm == "fan") best.options.pushShare = fanShare(spec.root);
   LibraryQuery q;
   q.coll = spec.coll;
   q.nranks = nranks_;

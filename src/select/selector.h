@@ -73,8 +73,16 @@ class Selector {
   void setHosts(const std::vector<int>& hostOf, LinkModel net);
   // A host's ranks outnumber its cores (they take turns on them).
   void setSharedCores(bool shared) { sharedCores_ = shared; }
+  // The core each rank of this host runs on, by rank (-1: another host or unknown), as the
+  // communicator places them.
+  void setCores(std::vector<int> coreOfRank) { coreOf_ = std::move(coreOfRank); }
+  // The share of a large broadcast from `root` its root should push itself ("fan"): where ranks
+  // take turns on the cores and the root's core carries at most half as many receivers as
+  // another core, the root's pushing evens out the cores' work. 0 where it should not.
+  double fanShare(int root) const;
   // Predicted time of `algorithm` in microseconds (infinity if unsupported).
-  double predictUs(const std::string& algorithm, const plan::Spec& spec) const;
+  double predictUs(const std::string& algorithm, const plan::Spec& spec,
+                   const CallTraits& call = {}) const;
   // Printable score table for a few sizes (NCCL_DEBUG=INFO, TUNING).
   std::string table() const;
 
@@ -85,6 +93,7 @@ class Selector {
   std::vector<int> hostOf_;  // empty: one host
   int hosts_ = 1, maxLocal_ = 1;
   bool sharedCores_ = false;
+  std::vector<int> coreOf_;
   LinkModel net_;
   std::shared_ptr<const PlanLibrary> library_;
   std::shared_ptr<const PlanLibrary> synth_;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "weft/weft.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/grid.h"
 #include "tests/support/values.h"
@@ -88,6 +89,31 @@ TEST(ProcessesMapped, LandedAllReduceGrid) {
   unsetenv("WEFT_LANDING_BYTES");
   unsetenv("WEFT_TEST_MEMALLOC");
   for (int p = 0; p < 2; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+// ncclMemAlloc'd buffers and a fan broadcast: the root maps the receivers' outputs writable and
+// stores its pushed part there itself (small slots: many slices; every run of receives offered).
+TEST(ProcessesMapped, FanBroadcastGrid) {
+  setenv("WEFT_TEST_MEMALLOC", "1", 1);
+  setenv("WEFT_SLOT_BYTES", "4096", 1);
+  setenv("WEFT_LANDING_BYTES", "1", 1);
+  setenv("WEFT_RDV_BYTES", "64", 1);
+  auto codes = runProcesses(4, 1, [](const std::vector<ncclComm_t>& comms,
+                                     const std::vector<int>& ranks, int n) -> int {
+    if (int bad = grid(comms, ranks, n)) return bad;
+    // The grid's broadcasts are rooted at the last rank. A receiver a moment late is sent
+    // the slices by reference instead, but over the whole grid some must land.
+    if (ranks[0] == n - 1 && weftLandedSlices() == 0) {
+      fprintf(stderr, "the fan root stored no slice into a receiver\n");
+      return 3;
+    }
+    return 0;
+  }, "fan");
+  unsetenv("WEFT_RDV_BYTES");
+  unsetenv("WEFT_LANDING_BYTES");
+  unsetenv("WEFT_SLOT_BYTES");
+  unsetenv("WEFT_TEST_MEMALLOC");
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
 // Processes that share one CPU (each child pinned to CPU 0 before init, so init sees ranks

@@ -340,6 +340,38 @@ TEST(Tree, DoubleBinaryTreeShape) {
   EXPECT_EQ(t[1].children[7], (std::vector<int>{3}));
 }
 
+// The fan root pushes whole slices of the share it is given, to every peer in turn and then to
+// its own output, on a push lane; the rest goes on a lane of its own, which receivers read.
+TEST(Fan, RootPushesItsShareSliceBySlice) {
+  Options o;
+  o.sliceElems = 128;
+  o.pushShare = 0.5;
+  const Plan p = build("fan", makeSpec(Collective::kBroadcast, 4, 1, 1050), o);
+  EXPECT_EQ(plan::verifyMessage(p, {128, 2}), "");
+  const plan::Program& root = p.programs[1];
+  ASSERT_EQ(root.lanes.size(), 2u);
+  EXPECT_TRUE(root.lanes[0].push);
+  EXPECT_FALSE(root.lanes[1].push);
+  EXPECT_NE(root.lanes[0].channel, root.lanes[1].channel);
+  // 525 elements rounded down to 4 slices, each sent to ranks 2, 3, 0 and copied.
+  ASSERT_EQ(root.lanes[0].steps.size(), 4u * 4);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(root.lanes[0].steps[k].op, plan::Op::kSend);
+    EXPECT_EQ(root.lanes[0].steps[k].sendPeer, (1 + 1 + k) % 4);
+    EXPECT_EQ(root.lanes[0].steps[k].count, 128u);
+  }
+  EXPECT_EQ(root.lanes[0].steps[3].op, plan::Op::kCopy);
+  EXPECT_EQ(root.lanes[1].steps[0].src.offset, 512u);
+  EXPECT_EQ(root.lanes[1].steps[0].count, 538u);
+  // Receivers push nothing; below one slice nothing is pushed at all.
+  EXPECT_FALSE(p.programs[0].lanes[0].push);
+  EXPECT_EQ(p.programs[0].lanes[0].steps.size(), 4u);
+  const Plan small = build("fan", makeSpec(Collective::kBroadcast, 4, 0, 150), o);
+  ASSERT_EQ(small.programs[0].lanes.size(), 1u);
+  EXPECT_FALSE(small.programs[0].lanes[0].push);
+  EXPECT_NE(plan::toText(p).find(" push"), std::string::npos);
+}
+
 TEST(Verifier, FastOnLargePlans) {
   auto t0 = std::chrono::steady_clock::now();
   for (const char* alg : {"ring", "tree", "rhd"}) {

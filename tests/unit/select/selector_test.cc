@@ -56,6 +56,48 @@ TEST(Selector, OneHostCopiesRunAtOnce) {
   EXPECT_EQ(pick(two, Collective::kBroadcast, 2, 16 << 20), "ring");
 }
 
+// Ranks dealt round-robin to 2 cores: 4 ranks leave the root's core one receiver and the other
+// core two, so a large in-place broadcast's root pushes a third itself.
+TEST(Selector, FanWhereTheRootsCoreCarriesFewerReceivers) {
+  auto fanPick = [](int n, uint64_t bytes, bool inPlace, int root = 0) {
+    Selector s(n, LinkModel{}, AlgoFilter(""));
+    s.setSharedCores(true);
+    std::vector<int> cores(n);
+    for (int r = 0; r < n; ++r) cores[r] = r % 2;
+    s.setCores(cores);
+    plan::Spec spec;
+    spec.coll = Collective::kBroadcast;
+    spec.nranks = n;
+    spec.root = root;
+    spec.count = bytes / 4;
+    return s.choose(spec, CallTraits{inPlace, false});
+  };
+  const Choice c = fanPick(4, 32 << 20, true);
+  EXPECT_EQ(c.algorithm, "fan");
+  EXPECT_NEAR(c.options.pushShare, 1.0 / 3, 1e-9);
+  EXPECT_EQ(fanPick(4, 16 << 20, true, 3).algorithm, "fan");
+  // Out of place the root's own copy adds to its share; below 16 MiB the buffers stay cached.
+  EXPECT_EQ(fanPick(4, 32 << 20, false).algorithm, "direct");
+  EXPECT_EQ(fanPick(4, 8 << 20, true).algorithm, "direct");
+  // 3 ranks: a receiver on each core; 8: the root's core three, the other four.
+  EXPECT_EQ(fanPick(3, 32 << 20, true).algorithm, "direct");
+  EXPECT_EQ(fanPick(8, 32 << 20, true).algorithm, "direct");
+  // Unknown placement, or a core per rank: no fan.
+  Selector plain(4, LinkModel{}, AlgoFilter(""));
+  plain.setCores({0, 1, 0, 1});
+  EXPECT_EQ(plain.fanShare(0), 0.0);
+  Selector unknown(4, LinkModel{}, AlgoFilter(""));
+  unknown.setSharedCores(true);
+  EXPECT_EQ(unknown.fanShare(0), 0.0);
+  // Forced, it builds anywhere.
+  Selector forced(3, LinkModel{}, AlgoFilter("broadcast:fan"));
+  plan::Spec spec;
+  spec.coll = Collective::kBroadcast;
+  spec.nranks = 3;
+  spec.count = 1024;
+  EXPECT_EQ(forced.choose(spec).algorithm, "fan");
+}
+
 TEST(Selector, AcrossHostsRsagPaysForTheSharedNetworkLink) {
   Selector s(8, LinkModel{}, AlgoFilter(""));
   LinkModel net;
