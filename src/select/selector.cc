@@ -145,9 +145,10 @@ double Selector::predictUs(const std::string& algorithm, const plan::Spec& spec,
     // each rank's bytes n / 2 times, from 20 MiB), in place (out of place the root's own copy
     // adds to its share). 4 ranks on 2 cores, root's core one receiver and the other two, GB/s
     // in place: 8 MiB direct 17.5-18.9, fan 16.6-17.5; 16 MiB 5.0-11.6 against 12.4-16.2;
-    // 32 MiB 6.0-6.5 against 10.2-13.3; 64 MiB 4.8-5.1 against 7.7-10.2. Out of place 32 MiB
-    // direct 5.4-7.5, fan 6.5-7.8. 3 and 8 ranks lose (32 MiB in place: 20-21.6 against 11.5-21.5;
-    // 3.5-3.9 against 2.6-4.1).
+    // 32 MiB 6.0-6.5 against 10.2-13.3; 64 MiB 4.8-5.1 against 7.7-10.2. Out of place it does
+    // not pay: 32 MiB direct 5.4-7.5, fan 6.5-7.8, but 4 MiB 16.6-17.6 against 12.5-12.9 and
+    // 128 MiB 7.3-7.9 against 5.7-6.0. 3 and 8 ranks lose (32 MiB in place: 20-21.6 against
+    // 11.5-21.5; 3.5-3.9 against 2.6-4.1).
     const double bytes = static_cast<double>(spec.count) * spec.elemSize;
     const bool pays = call.inPlace && fanShare(spec.root) > 0 &&
                       bytes * nranks_ / 2 >= 20.0 * (1 << 20);
