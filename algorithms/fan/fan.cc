@@ -28,31 +28,27 @@ Plan broadcast(const Spec& spec, const Options& o) {
   // The pushed part ends on a slice boundary (so both sides cut it alike) unless it is all.
   uint64_t pushed = static_cast<uint64_t>(static_cast<double>(cnt) * share);
   pushed = pushed >= cnt ? cnt : pushed / slice * slice;
+  // One range on one lane: the root copies it to every peer in turn, then to its own output;
+  // a receiver takes it in slices of `step` (the root's steps, so both sides cut it alike).
+  auto range = [&](Program& p, int r, int lane, uint64_t from, uint64_t to, uint64_t step) {
+    for (uint64_t off = from; off < to; off += step) {
+      const uint64_t len = std::min(step, to - off);
+      if (r != root) {
+        addStep(p, lane, recvStep(root, outRef(off), len));
+        continue;
+      }
+      for (int k = 1; k < n; ++k) addStep(p, lane, sendStep(mod(root + k, n), inRef(off), len));
+      addStep(p, lane, copyStep(inRef(off), outRef(off), len));
+    }
+  };
   for (int r = 0; r < n; ++r) {
     Program& p = plan.programs[r];
     if (pushed > 0) {
       const int lane = addLane(p, kPushChannel);
       p.lanes[lane].push = r == root;
-      for (uint64_t off = 0; off < pushed; off += slice) {
-        const uint64_t len = std::min(slice, pushed - off);
-        if (r != root) {
-          addStep(p, lane, recvStep(root, outRef(off), len));
-          continue;
-        }
-        for (int k = 1; k < n; ++k) addStep(p, lane, sendStep(mod(root + k, n), inRef(off), len));
-        addStep(p, lane, copyStep(inRef(off), outRef(off), len));
-      }
+      range(p, r, lane, 0, pushed, slice);  // slice by slice: each read once for every copy
     }
-    if (pushed < cnt) {
-      const int lane = addLane(p, kReadChannel);
-      const uint64_t len = cnt - pushed;
-      if (r != root) {
-        addStep(p, lane, recvStep(root, outRef(pushed), len));
-        continue;
-      }
-      for (int k = 1; k < n; ++k) addStep(p, lane, sendStep(mod(root + k, n), inRef(pushed), len));
-      addStep(p, lane, copyStep(inRef(pushed), outRef(pushed), len));
-    }
+    if (pushed < cnt) range(p, r, addLane(p, kReadChannel), pushed, cnt, cnt - pushed);
   }
   return plan;
 }
