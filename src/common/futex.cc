@@ -59,10 +59,33 @@ void Doorbell::ring() {
     std::atomic_signal_fence(std::memory_order_seq_cst);
   else
     std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_relaxed) != 0) {
+  const uint32_t waiting = sleepers.load(std::memory_order_relaxed);
+  if (waiting == 0) return;
+  if ((waiting & ~kParked) != 0) {
     seq.fetch_add(1, std::memory_order_seq_cst);
     futex(&seq, FUTEX_WAKE, INT32_MAX, nullptr);
+  } else if (seq.load(std::memory_order_relaxed) == parkedSeq.load(std::memory_order_relaxed)) {
+    // Parked and awake: one bump since the park is all an observer asks (mayMove), so the
+    // read-modify-write is not repeated for every message a busy sender posts.
+    seq.fetch_add(1, std::memory_order_seq_cst);
   }
+}
+
+void Doorbell::park() {
+  // The seq first: a ringer that sees the bit compares with this park's.
+  parkedSeq.store(seq.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  sleepers.fetch_or(kParked, std::memory_order_seq_cst);
+}
+
+// Only the owner writes `sleepers`, so a plain store will do.
+void Doorbell::unpark() {
+  sleepers.store(sleepers.load(std::memory_order_relaxed) & ~kParked, std::memory_order_release);
+}
+
+bool Doorbell::mayMove() const {
+  const uint32_t waiting = sleepers.load(std::memory_order_acquire);
+  if ((waiting & kParked) == 0) return (waiting & ~kParked) == 0;  // asleep: it cannot run
+  return seq.load(std::memory_order_relaxed) != parkedSeq.load(std::memory_order_acquire);
 }
 
 uint32_t Doorbell::announce() {

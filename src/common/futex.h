@@ -9,10 +9,14 @@ namespace weft {
 
 struct Doorbell {
   std::atomic<uint32_t> seq{0};
+  // Futex sleepers, plus kParked while the owner waits awake (see park()).
   std::atomic<uint32_t> sleepers{0};
+  std::atomic<uint32_t> parkedSeq{0};  // seq when the owner last parked
+  std::atomic<uint32_t> parks{0};      // 1: the owner parks whenever it waits (set at init)
 
-  // Publish side: after making new state visible, wake the owner if it announced sleep. The
-  // fast path (nobody asleep) is a fence and a load, no read-modify-write on a shared line.
+  // Publish side: after making new state visible, bump seq if the owner is parked or asleep,
+  // and wake it if asleep. The fast path (neither) is a fence and a load, no read-modify-write
+  // on a shared line.
   void ring();
 
   // Sleep side, in this order: announce(), poll once more, then sleep(seen) only if that poll
@@ -20,8 +24,27 @@ struct Doorbell {
   uint32_t announce();
   void sleep(uint32_t seen, uint64_t timeoutNs);
   void retire();
+
+  // Waiting awake, for ranks that share a core: park() after a poll that found nothing (then
+  // poll once more), unpark() once one makes progress. Meanwhile every ring bumps seq, so a rank
+  // on the same core can tell whether yielding to the owner would let it move (newsSinceParked)
+  // or only cost a context switch. A ring that misses the park is caught by the poll after it,
+  // or, where the ringer's fence is light, by the yield the waiter still makes after a while.
+  void park();
+  void unpark();
+  // Whether a yield might let the owner run on: it is not parked (it is between polls, in the
+  // caller's code or preempted) or something rang since it parked.
+  bool mayMove() const;
+  // Whether the owner is known to be between waits: it parks when it waits, and is not parked
+  // (it computes, or is in the caller's code, or was preempted there).
+  bool busy() const {
+    return parks.load(std::memory_order_relaxed) != 0 &&
+           (sleepers.load(std::memory_order_acquire) & kParked) == 0;
+  }
+
+  static constexpr uint32_t kParked = 0x80000000u;
 };
-static_assert(sizeof(Doorbell) == 8, "Doorbell lives in shared memory");
+static_assert(sizeof(Doorbell) == 16, "Doorbell lives in shared memory");
 
 // Moves the cost of ring()'s store-load fence to sleepers (membarrier, where the kernel has
 // it; WEFT_ASYMMETRIC_FENCE=0 keeps the fence). Called once per process at communicator init;

@@ -102,6 +102,20 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   for (size_t i = 0; i < local.size(); ++i)
     coreOf[local[i].rank] = coreForSlot(static_cast<int>(i), static_cast<int>(local.size()),
                                         std::max(1, placement.cpus));
+  // Ranks dealt to this rank's core; placement pins them all alike, so where this one is pinned
+  // they sit there too (where one is not, holding the core costs at most WEFT_HOLD_US a wait).
+  if (sharedCores && placement.pinnedCore >= 0 && env::getInt("WEFT_HOLD_US") > 0) {
+    bell_->bell()->parks.store(1, std::memory_order_relaxed);  // before the barrier: peers look
+    cores_.bells.assign(nranks, nullptr);
+    cores_.mate.assign(nranks, 0);
+    for (const LocalRank& l : local) {
+      if (l.rank == rank || !peerBells_[l.rank]) continue;
+      cores_.bells[l.rank] = peerBells_[l.rank].get();
+      if (coreOf[l.rank] != coreOf[rank]) continue;
+      cores_.mate[l.rank] = 1;
+      cores_.mates.push_back(cores_.bells[l.rank]);
+    }
+  }
   boot_->barrier();
   bell_->unlink();
 

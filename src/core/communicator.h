@@ -41,6 +41,8 @@ class Communicator : public exec::ConnectionSource {
   uint64_t serial() const { return serial_; }
   bootstrap::Bootstrap& bootstrap() { return *boot_; }
   Doorbell* bell() const { return bell_->bell(); }
+  // Who shares this rank's core, where ranks outnumber the cores and it is pinned (else null).
+  const exec::CoreSharing* coreSharing() const { return cores_.bells.empty() ? nullptr : &cores_; }
 
   transport::Connection* connection(int peer, int channel) override;
 
@@ -116,6 +118,7 @@ class Communicator : public exec::ConnectionSource {
   std::unique_ptr<transport::RankBell> bell_;
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> peerBells_;
+  exec::CoreSharing cores_;
   transport::ConnectContext ctx_;
   std::shared_ptr<const topo::SystemTopology> topology_;
   std::unique_ptr<select::Selector> selector_;

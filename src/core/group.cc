@@ -81,6 +81,7 @@ Status runJobs(std::vector<std::function<Status(std::string*)>>& jobs, std::stri
 exec::Task buildTask(Communicator* comm, const std::vector<Call>& calls) {
   exec::Task task;
   task.bell = comm->bell();
+  task.cores = comm->coreSharing();
   std::vector<Call> p2p;
   int p2pSlot = -1;
   for (const Call& c : calls) {
@@ -144,6 +145,7 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
   Reused& r = thread.reused;
   exec::Task& task = r.tasks.front();
   task.bell = call.comm->bell();
+  task.cores = call.comm->coreSharing();
   task.units.resize(1);
   r.comms.front() = call.comm;
   exec::Work& w = task.units.front();

@@ -45,6 +45,11 @@ struct Outstanding {
 
 // Slices a lane moves before the next lane's turn, when all lanes weigh the same.
 constexpr uint32_t kLaneBurst = 16;
+// Largest call (count x ranks) whose ranks keep a shared core while they wait (CoreHold). 4
+// ranks on 2 cores, us a call yielding against holding: alltoall 256 B 10.3-11.3 against
+// 8.7-10.0, 64 KiB 14.8-16.4 against 14.1-14.9, 1 MiB 69.5 against 70.7 (no gain left);
+// allgather, reduce-scatter and allreduce alike.
+constexpr uint64_t kHoldBytes = 256 * 1024;
 constexpr uint32_t kMaxLaneBurst = 1024;
 
 // advance(): progressed, and the lane should let the others run before it goes on.
@@ -191,6 +196,7 @@ class WorkRunner {
     largeRefs_ = oversubscribed() && sharedCoreRefBytes() > 0 && inputApart(w);
     inputBegin_ = inputEnd_ = nullptr;
     elemSize_ = dataTypeSize(w.type);
+    holdsCore_ = exchangesLittle(w);
     premul_ = w.op == RedOp::kPreMulSum;
     bursts_.clear();
     for (const auto& lane : w.program->lanes)
@@ -235,6 +241,19 @@ class WorkRunner {
     return !rootOnly || spec.root == w.rank;
   }
 
+  static bool exchangesLittle(const Work& w) {
+    const plan::Spec& spec = w.plan->spec;
+    if (spec.count * static_cast<uint64_t>(spec.nranks) * dataTypeSize(w.type) > kHoldBytes)
+      return false;
+    bool sends = false, recvs = false;
+    for (const auto& lane : w.program->lanes)
+      for (const plan::Step& step : lane.steps) {
+        sends = sends || plan::opSends(step.op);
+        recvs = recvs || plan::opRecvs(step.op);
+      }
+    return sends && recvs;
+  }
+
   // Whether the call never writes the input it sends from: input and output apart, or a
   // broadcast (whose root, in place, writes nothing).
   static bool inputApart(const Work& w) {
@@ -247,6 +266,13 @@ class WorkRunner {
     const size_t es = dataTypeSize(w.type);
     return disjoint(out, sizes.output * es, in, sizes.input * es);
   }
+
+  // Whether this rank may keep a shared core while it waits (CoreHold): it both sends and
+  // receives, and little, so a context switch costs more than the call's work. A rank that
+  // only receives (a broadcast's) or only sends gains nothing: its FIFOs already let it run
+  // several calls a turn (4 ranks, 256 B broadcast: 0.50-0.55 us a call yielding, 0.55-0.62
+  // holding).
+  bool holdsCore() const { return holdsCore_; }
 
   // Calls f(connection, peer) for every link a lane's begun step waits on and every peer still
   // reading our messages, until f returns false; returns whether all passed. A stalled poll
@@ -604,6 +630,7 @@ class WorkRunner {
   size_t elemSize_ = 1;
   size_t rdvBytes_ = 0;  // smallest slice sent by reference in this Work
   bool largeRefs_ = false;  // plain sends by reference go as messages of several slices
+  bool holdsCore_ = false;
   bool premul_ = false;
   bool streamOutput_ = false;
   bool streamLanded_ = false;
@@ -706,6 +733,24 @@ class TaskSet {
     return progress;
   }
   bool failed() const { return error_.status != Status::kSuccess; }
+
+  // Whether every running task's Work may keep a shared core while it waits.
+  bool holdsCore() const {
+    for (size_t i = 0; i < tasks_.size(); ++i)
+      if (states_[i].running && !states_[i].runner.holdsCore()) return false;
+    return true;
+  }
+
+  // Calls f(peer) for every rank a running task's lanes wait on, until f returns false.
+  template <class F>
+  void everyAwaitedPeer(F&& f) const {
+    for (size_t i = 0; i < tasks_.size(); ++i)
+      if (states_[i].running &&
+          !states_[i].runner.everyAwaitedLink([&](transport::Connection*, int peer, bool) {
+            return f(peer);
+          }))
+        return;
+  }
 
   // A link whose peer ended it (a finished peer says goodbye so; a failed one too) fails this
   // rank only where a lane waits on it in vain: a receiver the link holds nothing more for, or a
@@ -820,11 +865,87 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout) {
   return run(tasks, timeout, scratch);
 }
 
+namespace {
+
+uint64_t holdNs() {
+  static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_HOLD_US")) * 1000;
+  return ns;
+}
+
+// Where ranks share a core, a waiting rank's yield hands the core to a rank pinned beside it:
+// a context switch, about 5 us between processes under this hypervisor (4 ranks on 2 cores
+// made 3.3 of them a call of a 256 B alltoall, 2.3 holding). In a small exchange that is more
+// than the call's work, and it buys something only where the mate can move on and that
+// helps. So a waiting rank parks on its doorbell and keeps the core, polling, while it waits
+// only on ranks of other cores that are busy (they deliver without its yielding), or while no
+// mate could move anyway (parked, nothing rung since). It yields at once where it waits on a
+// mate, or where all it waits on are parked and a mate could move (they may wait on the
+// mate). After WEFT_HOLD_US of holding it yields all the same (a missed ring, a peer waiting
+// in another communicator). Ranks without mates park too: those that wait on them look.
+class CoreHold {
+ public:
+  CoreHold(Doorbell* bell, const CoreSharing* cores)
+      : bell_(bell && cores && holdNs() > 0 ? bell : nullptr), cores_(cores) {}
+  ~CoreHold() { progressed(); }
+  CoreHold(const CoreHold&) = delete;
+  CoreHold& operator=(const CoreHold&) = delete;
+
+  void progressed() {
+    if (parked_) bell_->unpark();
+    parked_ = false;
+    since_ = 0;
+  }
+
+  // After a poll of `set` (a TaskSet) that found nothing: true to poll again without yielding.
+  template <class Set>
+  bool hold(const Set& set) {
+    // Only where such Works run does anyone look at the parking, so others do not park.
+    if (!bell_ || !set.holdsCore()) return false;
+    if (!parked_) {  // park, then poll once more: a ring before the park is seen by that poll
+      bell_->park();
+      parked_ = true;
+      return true;
+    }
+    if (cores_->mates.empty()) return false;  // a yield gives the core to nobody: cheap
+    bool onMate = false, awaitedMove = false;
+    set.everyAwaitedPeer([&](int peer) {
+      if (peer < 0 || static_cast<size_t>(peer) >= cores_->mate.size()) return true;
+      if (cores_->mate[peer]) return !(onMate = true);
+      const Doorbell* b = cores_->bells[peer];
+      if (b && b->busy()) awaitedMove = true;
+      return true;
+    });
+    if (onMate) return false;
+    if (!awaitedMove)
+      for (const Doorbell* mate : cores_->mates)
+        if (mate->mayMove()) return false;
+    const uint64_t now = nowNs();
+    if (since_ == 0) {
+      since_ = now;
+    } else if (now - since_ > holdNs()) {
+      since_ = 0;
+      return false;
+    }
+    cpuRelax();
+    cpuRelax();
+    return true;
+  }
+
+ private:
+  Doorbell* bell_;
+  const CoreSharing* cores_;
+  bool parked_ = false;
+  uint64_t since_ = 0;
+};
+
+}  // namespace
+
 RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunScratch& scratch) {
   TaskSet set(tasks, scratch.states_->tasks);
   if (!set.start()) return set.error();
   // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
   Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;
+  CoreHold core(bell, bell ? tasks[0].cores : nullptr);
   Backoff backoff;
   // The clock is read only once spinning is over: a progressing run never reads it.
   uint64_t stalledSince = 0, lastHealth = 0;
@@ -835,12 +956,13 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunSc
     bool progress = set.poll();
     if (set.failed()) return set.error();
     if (progress) {
+      core.progressed();
       backoff.reset();
       naps = 0;
       stalledSince = 0;
       continue;
     }
-    if (backoff.spin()) continue;
+    if (core.hold(set) || backoff.spin()) continue;
     // Waiting for real: check on the peers, then nap or sleep.
     if (!set.checkPoison()) return set.error();
     const uint64_t now = nowNs();
@@ -861,6 +983,7 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunSc
     bell->retire();
     if (set.failed()) return set.error();
     if (progress) {
+      core.progressed();
       backoff.reset();
       stalledSince = 0;
     }

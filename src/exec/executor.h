@@ -78,10 +78,21 @@ uint64_t nextWorkStamp();
 // buffers may point into inlineScratch: a Work must be moved, never copied, once filled.
 static_assert(std::is_nothrow_move_constructible_v<Work>, "vectors of Work must move them");
 
+// A pinned rank's view of the host's ranks where they outnumber the cores: whom it shares its
+// core with, and every local rank's doorbell, whose parking tells whether that rank can move on
+// (Doorbell::park). A waiting rank yields its core only where that may help (run()).
+struct CoreSharing {
+  std::vector<Doorbell*> mates;  // doorbells of the other ranks pinned to this core
+  std::vector<Doorbell*> bells;  // by rank: a rank of this host's doorbell (null: self, elsewhere)
+  std::vector<uint8_t> mate;     // by rank: 1 for the ranks pinned to this core
+};
+
 // A sequence of Works of one rank, run in order.
 struct Task {
   std::vector<Work> units;
   Doorbell* bell = nullptr;  // the rank's doorbell (rung by peers)
+  // Where ranks share cores: who shares this rank's (see run()); null otherwise.
+  const CoreSharing* cores = nullptr;
 };
 
 struct RunResult {

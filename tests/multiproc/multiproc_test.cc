@@ -171,6 +171,31 @@ TEST(ProcessesSharedCore, LargeReferenceGrid) {
   for (int p = 0; p < 3; ++p) EXPECT_EQ(tcp[p], 0) << "tcp process " << p;
 }
 
+// Four processes on two CPUs, pinned two to a core by placement: small exchanges keep the
+// core while they wait on busy ranks of the other core (parking on their doorbells), and yield
+// it where they wait on their core mate; also with a hold that runs out at once.
+TEST(ProcessesSharingCores, GridWhileWaitersKeepTheirCore) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  cpu_set_t two;
+  CPU_ZERO(&two);
+  for (int c = 0, picked = 0; c < CPU_SETSIZE && picked < 2; ++c)
+    if (CPU_ISSET(c, &mine)) {
+      CPU_SET(c, &two);
+      ++picked;
+    }
+  if (CPU_COUNT(&two) < 2) GTEST_SKIP() << "needs two CPUs";
+  auto onTwoCpus = [&two](int) {
+    if (sched_setaffinity(0, sizeof two, &two) != 0) _exit(92);
+  };
+  auto held = forkRanks(4, 1, grid, onTwoCpus, 240);
+  setenv("WEFT_HOLD_US", "1", 1);
+  auto brief = forkRanks(4, 1, grid, onTwoCpus, 240);
+  unsetenv("WEFT_HOLD_US");
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(held[p], 0) << "process " << p;
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(brief[p], 0) << "brief hold, process " << p;
+}
+
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {
   setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
   auto start = std::chrono::steady_clock::now();

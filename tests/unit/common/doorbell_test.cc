@@ -87,5 +87,37 @@ TEST(Doorbell, NoLostWakeupsWithAFencePerRing) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// What a rank sharing the owner's core reads from its doorbell: an owner that does not park is
+// never known to be busy; one that parks is busy between waits; a parked one may move on once
+// something rang since it parked, and rings while it sleeps still wake it.
+TEST(Doorbell, ParkingTellsWhetherTheOwnerCanMoveOn) {
+  Doorbell bell;
+  EXPECT_FALSE(bell.busy());
+  EXPECT_TRUE(bell.mayMove());
+  bell.parks.store(1);
+  EXPECT_TRUE(bell.busy());
+  bell.park();
+  EXPECT_FALSE(bell.busy());
+  EXPECT_FALSE(bell.mayMove());
+  bell.ring();
+  EXPECT_TRUE(bell.mayMove());
+  bell.ring();  // one bump a park is enough
+  EXPECT_TRUE(bell.mayMove());
+  bell.unpark();
+  EXPECT_TRUE(bell.busy());
+  EXPECT_TRUE(bell.mayMove());
+
+  // Parked again, then asleep: a ring bumps seq past what announce() returned.
+  bell.park();
+  EXPECT_FALSE(bell.mayMove());
+  const uint32_t seen = bell.announce();
+  bell.ring();
+  EXPECT_NE(bell.seq.load(), seen);
+  EXPECT_TRUE(bell.mayMove());
+  bell.retire();
+  bell.unpark();
+  EXPECT_EQ(bell.sleepers.load(), 0u);
+}
+
 }  // namespace
 }  // namespace weft
