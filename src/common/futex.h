@@ -12,7 +12,7 @@ struct Doorbell {
   // Futex sleepers, plus kParked while the owner waits awake (see park()).
   std::atomic<uint32_t> sleepers{0};
   std::atomic<uint32_t> parkedSeq{0};  // seq when the owner last parked
-  std::atomic<uint32_t> parks{0};      // 1: the owner parks whenever it waits (set at init)
+  std::atomic<uint32_t> parks{0};      // 1: the owner parks when it waits (set at init)
 
   // Publish side: after making new state visible, bump seq if the owner is parked or asleep,
   // and wake it if asleep. The fast path (neither) is a fence and a load, no read-modify-write
@@ -26,10 +26,11 @@ struct Doorbell {
   void retire();
 
   // Waiting awake, for ranks that share a core: park() after a poll that found nothing (then
-  // poll once more), unpark() once one makes progress. Meanwhile every ring bumps seq, so a rank
-  // on the same core can tell whether yielding to the owner would let it move (newsSinceParked)
-  // or only cost a context switch. A ring that misses the park is caught by the poll after it,
-  // or, where the ringer's fence is light, by the yield the waiter still makes after a while.
+  // poll once more), unpark() once one makes progress. The first ring after a park bumps seq,
+  // so a rank on the same core can tell whether yielding to the owner would let it move
+  // (mayMove) or only cost a context switch. A ring that misses the park is caught by the poll
+  // after it, or, where the ringer's fence is light, by the yield the waiter still makes after
+  // a while (WEFT_HOLD_US).
   void park();
   void unpark();
   // Whether a yield might let the owner run on: it is not parked (it is between polls, in the
