@@ -884,8 +884,9 @@ uint64_t holdNs() {
 // in another communicator). Ranks without mates park too: those that wait on them look.
 class CoreHold {
  public:
+  // `cores` is null where WEFT_HOLD_US is 0 (Communicator builds none).
   CoreHold(Doorbell* bell, const CoreSharing* cores)
-      : bell_(bell && cores && holdNs() > 0 ? bell : nullptr), cores_(cores) {}
+      : bell_(cores ? bell : nullptr), cores_(cores) {}
   ~CoreHold() { progressed(); }
   CoreHold(const CoreHold&) = delete;
   CoreHold& operator=(const CoreHold&) = delete;
