@@ -208,15 +208,33 @@ def plan_iters(budget, est_s, min_iters, max_iters):
     return warmup, iters
 
 
+def estimate_seconds(measured, size):
+    """Seconds a call of `size` should take, from the last two sizes measured ((size, seconds)
+    pairs): the line through them, between the last one's time (latency-bound sizes take the same
+    time) and that time scaled by size (bandwidth-bound ones grow with it). Scaling alone would
+    plan small sizes a fraction of their budget: 8 B to 1 KiB all take the same ~10 us with 4
+    ranks on 2 cores, and a 1 KiB call planned at 128 times the 8 B one's time ran for 50 ms,
+    against the peers' 240."""
+    s1, t1 = measured[-1]
+    scaled = t1 * size / s1
+    if len(measured) < 2 or measured[-2][0] >= s1:
+        return scaled
+    s0, t0 = measured[-2]
+    line = t1 + (t1 - t0) * (size - s1) / (s1 - s0)
+    return min(max(line, t1), scaled)
+
+
 def measure_weft(args, runner, coll, n, sizes):
-    """One weftrun invocation per size, iterations sized from the previous size's time (a probe
+    """One weftrun invocation per size, iterations sized from the sizes before it (a probe
     invocation first, and wherever the size jumps more than 4x). The probe times 10 calls: the
     first call after the tool's barrier wakes sleeping ranks (~100 us), which would make a
-    2-call probe plan far too few iterations for small sizes."""
+    2-call probe plan far too few iterations for small sizes. A loop that filled under a quarter
+    of its budget runs again with iterations planned from its own time, as the peers' loops do
+    (bench_util.h's timeCalls), so that every library's number comes from a loop as long."""
     tool = os.path.join(args.build, "perf", WEFT_TOOL[coll])
     weftrun = os.path.join(args.build, "perf", "weftrun")
     results = []
-    prev = None  # (size, seconds per call)
+    measured = []  # (size, seconds per call) of the sizes measured since the last probe
     per_variant = args.time / 2  # out-of-place and in-place share the budget
     spell = None
     for size in sizes:
@@ -224,8 +242,9 @@ def measure_weft(args, runner, coll, n, sizes):
             continue
         base = [weftrun, "-n", str(n), tool, "-b", str(size), "-e", str(size), "-a", "3", "-c", "1",
                 "-y", "1", "-T", str(args.weft_timeout)]
-        probed = prev is None or size > 4 * prev[0]
+        probed = not measured or size > 4 * measured[-1][0]
         if probed:
+            measured = []
             ok, out = runner.run("weft_%s_n%d_%s_probe" % (coll, n, size),
                                  base + ["-n", "10", "-w", "2"], args.weft_timeout + 30)
             rows = parse_weft(out)
@@ -234,26 +253,32 @@ def measure_weft(args, runner, coll, n, sizes):
                 if not args.weft_keep_going:
                     runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
                     break
-                prev = None
                 continue
             est = max(rows[0][1], rows[0][3] or 0) * 1e-6
         else:
-            est = prev[1] * size / prev[0]
-        warmup, iters = plan_iters(per_variant, est, args.min_iters, args.max_iters)
+            est = estimate_seconds(measured, size)
         before = spell_probe(args) if probed else spell  # the last reading, unless a probe ran since
-        ok, out = runner.run("weft_%s_n%d_%s" % (coll, n, size),
-                             base + ["-n", str(iters), "-w", str(warmup)],
-                             args.weft_timeout * 2 + 60)
+        for attempt in range(2):
+            warmup, iters = plan_iters(per_variant, est, args.min_iters, args.max_iters)
+            ok, out = runner.run("weft_%s_n%d_%s%s" % (coll, n, size, "_again" if attempt else ""),
+                                 base + ["-n", str(iters), "-w", str(warmup)],
+                                 args.weft_timeout * 2 + 60)
+            rows = parse_weft(out)
+            if not ok or not rows or rows[0][3] is None:
+                break
+            took = max(rows[0][1], rows[0][3]) * 1e-6
+            if iters * took >= per_variant / 4 or iters >= args.max_iters:
+                break
+            est = took
         spell = spell_probe(args)
-        rows = parse_weft(out)
         results += weft_results(coll, n, rows, iters, (before, spell))
         if not ok or not rows or rows[0][3] is None:
             if not args.weft_keep_going:
                 runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
                 break
-            prev = None
+            measured = []
             continue
-        prev = (size, max(rows[0][1], rows[0][3]) * 1e-6)
+        measured.append((size, max(rows[0][1], rows[0][3]) * 1e-6))
     return results
 
 

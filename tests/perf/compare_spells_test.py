@@ -114,5 +114,22 @@ class SpellMatched(unittest.TestCase):
         self.assertEqual((w["time_us"], w["spell"]), (0.20, "any"))
 
 
+class IterationEstimate(unittest.TestCase):
+    """Weft's loops are planned from the sizes before them (estimate_seconds)."""
+
+    def test_latency_bound_sizes_keep_the_last_time(self):
+        self.assertAlmostEqual(compare.estimate_seconds([(8, 10e-6), (16, 10e-6)], 32), 10e-6)
+        self.assertAlmostEqual(compare.estimate_seconds([(512, 10e-6), (1024, 9e-6)], 2048), 9e-6)
+
+    def test_bandwidth_bound_sizes_grow_with_the_size(self):
+        self.assertAlmostEqual(compare.estimate_seconds([(1 << 20, 1e-4), (2 << 20, 2e-4)], 4 << 20), 4e-4)
+
+    def test_in_between_follows_the_line_through_the_last_two(self):
+        self.assertAlmostEqual(compare.estimate_seconds([(512, 10e-6), (1024, 11e-6)], 2048), 13e-6)
+
+    def test_one_size_alone_scales(self):
+        self.assertAlmostEqual(compare.estimate_seconds([(8, 10e-6)], 16), 20e-6)
+
+
 if __name__ == "__main__":
     unittest.main()
