@@ -264,7 +264,8 @@ def measure_weft(args, runner, coll, n, sizes):
                                  base + ["-n", str(iters), "-w", str(warmup)],
                                  args.weft_timeout * 2 + 60)
             rows = parse_weft(out)
-            if not ok or not rows or rows[0][3] is None:
+            complete = ok and rows and rows[0][3] is not None
+            if not complete:
                 break
             took = max(rows[0][1], rows[0][3]) * 1e-6
             if iters * took >= per_variant / 4 or iters >= args.max_iters:
@@ -272,13 +273,13 @@ def measure_weft(args, runner, coll, n, sizes):
             est = took
         spell = spell_probe(args)
         results += weft_results(coll, n, rows, iters, (before, spell))
-        if not ok or not rows or rows[0][3] is None:
+        if not complete:
             if not args.weft_keep_going:
                 runner.log("  weft %s n=%d: stopping the sweep at %s" % (coll, n, fmt_size(size)))
                 break
             measured = []
             continue
-        measured.append((size, max(rows[0][1], rows[0][3]) * 1e-6))
+        measured.append((size, took))
     return results
 
 

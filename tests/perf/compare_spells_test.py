@@ -122,7 +122,8 @@ class IterationEstimate(unittest.TestCase):
         self.assertAlmostEqual(compare.estimate_seconds([(512, 10e-6), (1024, 9e-6)], 2048), 9e-6)
 
     def test_bandwidth_bound_sizes_grow_with_the_size(self):
-        self.assertAlmostEqual(compare.estimate_seconds([(1 << 20, 1e-4), (2 << 20, 2e-4)], 4 << 20), 4e-4)
+        measured = [(1 << 20, 1e-4), (2 << 20, 2e-4)]
+        self.assertAlmostEqual(compare.estimate_seconds(measured, 4 << 20), 4e-4)
 
     def test_in_between_follows_the_line_through_the_last_two(self):
         self.assertAlmostEqual(compare.estimate_seconds([(512, 10e-6), (1024, 11e-6)], 2048), 13e-6)
