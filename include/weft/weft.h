@@ -57,6 +57,14 @@ uint64_t weftLandedSlices(void);
  */
 uint64_t weftStraightCalls(ncclComm_t comm);
 
+/*
+ * What decides how `comm` moves data, as NCCL_DEBUG=INFO prints it at init: its ranks on this
+ * host and whether they share cores, FIFO geometry, the by-reference, landing and streaming
+ * thresholds, the waiting budgets and the timeout. Writes at most `bytes` bytes (NUL included)
+ * to `out`; returns the length of the whole text, 0 for a bad handle.
+ */
+size_t weftCommTuning(ncclComm_t comm, char* out, size_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -14,7 +14,7 @@
 #include <memory>
 #include <thread>
 
-#include "transports/base/fifo.h"
+#include "transports/shm/fifo.h"
 
 namespace {
 

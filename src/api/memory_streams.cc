@@ -1,5 +1,10 @@
 // Memory allocation, buffer registration, windows and host streams.
 #include "src/api/handle.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "src/common/clock.h"
 #include "src/core/memory.h"
 #include "src/exec/executor.h"
@@ -65,6 +70,18 @@ WEFT_EXPORT uint64_t weftLandedSlices(void) { return exec::landedSlices(); }
 WEFT_EXPORT uint64_t weftStraightCalls(ncclComm_t comm) {
   core::Communicator* ready = api::readyCommunicator(comm);
   return ready ? ready->straightCalls() : 0;
+}
+
+WEFT_EXPORT size_t weftCommTuning(ncclComm_t comm, char* out, size_t bytes) {
+  core::Communicator* ready = api::readyCommunicator(comm);
+  if (!ready) return 0;
+  const std::string text = ready->tuning().describe();
+  if (out && bytes > 0) {
+    const size_t n = std::min(bytes - 1, text.size());
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return text.size();
 }
 
 static exec::HostStream* hostStream(cudaStream_t stream) {

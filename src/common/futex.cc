@@ -11,7 +11,6 @@
 #include <mutex>
 
 #include "src/common/clock.h"
-#include "src/common/env.h"
 
 namespace weft {
 
@@ -35,7 +34,7 @@ bool gBarrierTried = false;
 long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0, 0); }
 }  // namespace
 
-void enableAsymmetricDoorbells() {
+void enableAsymmetricDoorbells(bool enable) {
   std::lock_guard<std::mutex> lock(gBarrierMu);
   if (gBarrierTried) return;
   gBarrierTried = true;
@@ -45,7 +44,7 @@ void enableAsymmetricDoorbells() {
     gBarrierTried = false;
   }) == 0;
   (void)atfork;
-  if (env::getInt("WEFT_ASYMMETRIC_FENCE") == 0) return;
+  if (!enable) return;
   const long q = membarrier(MEMBARRIER_CMD_QUERY);
   if (q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
       !(q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED))
@@ -102,38 +101,11 @@ void Doorbell::sleep(uint32_t seen, uint64_t timeoutNs) {
 
 void Doorbell::retire() { sleepers.fetch_sub(1, std::memory_order_seq_cst); }
 
-static uint64_t spinBudgetNs() {
-  static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_SPIN_US")) * 1000;
-  return ns;
-}
-
-namespace {
-std::atomic<bool> gOversubscribed{false};
-std::atomic<int> gRanksOnHost{1};
-}  // namespace
-
-void noteRanksOnHost(int ranks, int cpus) {
-  if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  if (ranks > cpus) gOversubscribed.store(true, std::memory_order_relaxed);
-  int seen = gRanksOnHost.load(std::memory_order_relaxed);
-  while (ranks > seen && !gRanksOnHost.compare_exchange_weak(seen, ranks)) {
-  }
-}
-
-bool oversubscribed() { return gOversubscribed.load(std::memory_order_relaxed); }
-
-int ranksOnHost() { return gRanksOnHost.load(std::memory_order_relaxed); }
-
-static uint64_t yieldBudgetNs() {
-  static const uint64_t ns = static_cast<uint64_t>(env::getInt("WEFT_YIELD_US")) * 1000;
-  return ns;
-}
-
 bool Backoff::spin() {
   if (spins_ == 0) spinStartNs_ = nowNs();
   ++spins_;
-  if (oversubscribed()) {
-    if (nowNs() - spinStartNs_ >= yieldBudgetNs()) return false;
+  if (sharedCores_) {
+    if (nowNs() - spinStartNs_ >= yieldNs_) return false;
     sched_yield();
     return true;
   }
@@ -143,7 +115,7 @@ bool Backoff::spin() {
   cpuRelax();
   cpuRelax();
   if ((spins_ & 63) != 0) return true;
-  return nowNs() - spinStartNs_ < spinBudgetNs();
+  return nowNs() - spinStartNs_ < spinNs_;
 }
 
 }  // namespace weft

@@ -48,9 +48,10 @@ struct Doorbell {
 static_assert(sizeof(Doorbell) == 16, "Doorbell lives in shared memory");
 
 // Moves the cost of ring()'s store-load fence to sleepers (membarrier, where the kernel has
-// it; WEFT_ASYMMETRIC_FENCE=0 keeps the fence). Called once per process at communicator init;
-// every process on the host that rings or sleeps on shared doorbells must call it.
-void enableAsymmetricDoorbells();
+// it; `enable` false, from Tuning::asymmetricFence, keeps the fence). Called at communicator
+// init; the first call of a process decides, since every process on the host that rings or
+// sleeps on shared doorbells must agree.
+void enableAsymmetricDoorbells(bool enable);
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -60,23 +61,22 @@ inline void cpuRelax() {
 #endif
 }
 
-// Ranks of this host outnumber the CPUs they may run on together (the union of their
-// affinities): waiters then yield at every poll (a peer that shares the core runs at once) and
-// keep yielding longer before they sleep, since a futex wake-up costs more than a turn of the
-// run queue. Set at communicator init (cpu_placement).
-void noteRanksOnHost(int ranks, int cpus);
-bool oversubscribed();
-// The most ranks a communicator of this process had on this host (1 before any).
-int ranksOnHost();
-
-// Spin-then-yield phase of a polling loop; says when it is time to sleep instead.
+// Spin-then-yield phase of a polling loop; says when it is time to sleep instead. Where ranks
+// share cores (`sharedCores`) a waiter yields at every poll (a peer that shares the core runs
+// at once) for up to `yieldNs`, since a futex wake-up costs more than a turn of the run queue;
+// with a core per rank it spins with `pause` for up to `spinNs` (Tuning).
 class Backoff {
  public:
+  Backoff(bool sharedCores, uint64_t spinNs, uint64_t yieldNs)
+      : sharedCores_(sharedCores), spinNs_(spinNs), yieldNs_(yieldNs) {}
   // Call after a poll that made no progress; returns false once the spin budget is spent.
   bool spin();
   void reset() { spins_ = 0; }
 
  private:
+  bool sharedCores_;
+  uint64_t spinNs_;
+  uint64_t yieldNs_;
   uint32_t spins_ = 0;
   uint64_t spinStartNs_ = 0;
 };

@@ -15,14 +15,15 @@
 #include "src/plan/chunk_plan.h"
 #include "synth/auto/rank_fabric.h"
 #include "synth/model/simulator.h"
-#include "transports/base/fifo.h"
+#include "transports/registry.h"
+#include "transports/shm/fifo.h"
+#include "transports/shm/rank_bell.h"
 
 namespace weft::core {
 
 CommConfig configFromEnv() {
   CommConfig c;
-  c.timeout = std::chrono::milliseconds(env::getInt("WEFT_TIMEOUT_MS"));
-  c.bootstrapTimeout = std::chrono::milliseconds(env::getInt("WEFT_BOOTSTRAP_TIMEOUT_MS"));
+  c.tuning = Tuning::fromEnvironment();
   return c;
 }
 
@@ -57,13 +58,13 @@ uint64_t mix(uint64_t h, uint64_t v) {
 
 Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nranks,
                            const CommConfig& cfg)
-    : cfg_(cfg), rank_(rank), nranks_(nranks) {
+    : cfg_(cfg), tuning_(cfg.tuning), rank_(rank), nranks_(nranks) {
   if (nranks < 1) fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
-  enableAsymmetricDoorbells();  // before any doorbell of this communicator rings
-  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, cfg.bootstrapTimeout);
+  enableAsymmetricDoorbells(tuning_.asymmetricFence);  // before any doorbell of it rings
+  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, tuning_.bootstrapTimeout);
   commHash_ = boot_->commHash();
   fastConns_ = std::make_unique<std::atomic<transport::Connection*>[]>(
       static_cast<size_t>(nranks) * kFastChannels);
@@ -79,8 +80,8 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.nranks = nranks;
   ctx_.selfBell = bell_->bell();
   transport::publishEndpoints(&ctx_, &infos[rank].peer);
-  infos[rank].slotBytes = static_cast<uint64_t>(env::getInt("WEFT_SLOT_BYTES"));
-  infos[rank].slots = static_cast<uint32_t>(env::getInt("WEFT_SLOTS"));
+  infos[rank].slotBytes = tuning_.slotBytes;
+  infos[rank].slots = tuning_.slots;
   infos[rank].synthMode = synthesisMode();
   infos[rank].cpus = CpuMask::ofThisProcess();
   boot_->allgather(infos.data(), sizeof(InitInfo));
@@ -92,10 +93,13 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   for (int r = 0; r < nranks; ++r) {
     if (peers_[r].hostHash != peers_[rank].hostHash) continue;
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
-    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, cfg.bootstrapTimeout);
+    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, tuning_.bootstrapTimeout);
   }
-  const PlacementResult placement = placeRanksOnHost(local, rank);
+  const PlacementResult placement =
+      placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
   const bool sharedCores = placement.oversubscribed;
+  tuning_.ranksOnHost = placement.ranks;
+  tuning_.sharedCores = sharedCores;
   // Where each rank of this host runs, as placement deals them (pinned or not, the scheduler
   // spreads them much the same way), by its index among the host's ranks.
   std::vector<int> coreOf(nranks, -1);
@@ -104,7 +108,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
                                         std::max(1, placement.cpus));
   // Ranks dealt to this rank's core; placement pins them all alike, so where this one is pinned
   // they sit there too (where one is not, holding the core costs at most WEFT_HOLD_US a wait).
-  if (sharedCores && placement.pinnedCore >= 0 && env::getInt("WEFT_HOLD_US") > 0) {
+  if (sharedCores && placement.pinnedCore >= 0 && tuning_.holdNs > 0) {
     bell_->bell()->parks.store(1, std::memory_order_relaxed);  // before the barrier: peers look
     cores_.bells.assign(nranks, nullptr);
     cores_.mate.assign(nranks, 0);
@@ -127,8 +131,11 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.bells = &peerBells_;
   ctx_.slotBytes = std::max<uint64_t>(4096, infos[0].slotBytes / 64 * 64);
   ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
+  tuning_.slotBytes = ctx_.slotBytes;
+  tuning_.slots = ctx_.slots;
+  ctx_.tuning = &tuning_;
   synthMode_ = infos[0].synthMode;
-  ctx_.timeout = cfg.timeout;
+  ctx_.timeout = tuning_.timeout;
   sendSeq_.assign(nranks, 0);
   recvSeq_.assign(nranks, 0);
 
@@ -143,7 +150,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
 
   select::LinkModel model;
   selector_ = std::make_unique<select::Selector>(nranks, model,
-                                                 select::AlgoFilter(env::get("NCCL_ALGO")));
+                                                 select::AlgoFilter(tuning_.algo));
   // MSCCL XML plans from MSCCL_ALGO_DIR / WEFT_PLAN_DIR (read once per process).
   if (auto library = select::libraryFromEnvironment(); !library->empty())
     selector_->setLibrary(std::move(library), ctx_.slotBytes);
@@ -157,10 +164,10 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
       if (it == hosts.end()) hosts.push_back(peers_[r].hostHash);
     }
     select::LinkModel net;
-    net.alphaUs = env::getDouble("WEFT_NET_LATENCY_US");
+    net.alphaUs = tuning_.netLatencyUs;
     // WEFT_NET_GBPS if set, else what the topology found between hosts (GB/s), else the default.
-    double gbps = env::getDouble("WEFT_NET_GBPS");
-    if (double bw = topology_->minInterHostBandwidth(); bw > 0 && !env::isSet("WEFT_NET_GBPS"))
+    double gbps = tuning_.netGbps;
+    if (double bw = topology_->minInterHostBandwidth(); bw > 0 && !tuning_.netGbpsSet)
       gbps = bw * 8;
     net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
     selector_->setHosts(hostOf, net);
@@ -172,6 +179,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     static std::once_flag envOnce;
     std::call_once(envOnce, [] { env::dump(); });
     WEFT_INFO(INIT, "%s", describe().c_str());
+    WEFT_INFO(ENV, "%s", tuning_.describe().c_str());
     WEFT_INFO(TUNING, "%s", selector_->table().c_str());
   }
 }
@@ -289,7 +297,7 @@ transport::Connection* Communicator::connection(int peer, int channel) {
   std::lock_guard<std::mutex> lock(connMu_);
   auto it = conns_.find(key);
   if (it != conns_.end()) return it->second.get();
-  transport::Transport& t = transport::pickTransport(peers_[rank_], peers_[peer]);
+  transport::Transport& t = transport::pickTransport(peers_[rank_], peers_[peer], tuning_);
   auto conn = t.connect(ctx_, peer, channel);
   WEFT_INFO(INIT, "rank %d -> %d channel %d via %s", rank_, peer, channel, t.name());
   if (aborted_.load()) conn->poison();
@@ -399,6 +407,7 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   w.type = call.type;
   w.conns = this;
   w.abort = &aborted_;
+  w.tuning = &tuning_;
   const size_t es = spec.elemSize;
   w.buffers.assign({const_cast<char*>(static_cast<const char*>(call.send)),
                     static_cast<char*>(call.recv), nullptr});
@@ -498,6 +507,7 @@ exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {
   w.op = RedOp::kSum;
   w.conns = this;
   w.abort = &aborted_;
+  w.tuning = &tuning_;
   // One tag per (sender, receiver, group sequence) so both sides of a lane agree.
   std::vector<bool> sendBumped(nranks_, false), recvBumped(nranks_, false);
   for (const auto& lane : w.program->lanes) {

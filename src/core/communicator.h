@@ -12,19 +12,22 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/call.h"
 #include "src/core/scratch_pool.h"
+#include "src/common/tuning.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
 #include "src/topo/system.h"
 #include "synth/model/fabric.h"
 #include "transports/base/transport.h"
+#include "transports/shm/rank_bell.h"
 
 namespace weft::core {
 
 struct CommConfig {
   bool blocking = true;
   std::string name;
-  std::chrono::milliseconds timeout{300000};
-  std::chrono::milliseconds bootstrapTimeout{120000};
+  // Knob values as the environment gives them (Tuning::fromEnvironment()); init adds what it
+  // learns about the host and rank 0's FIFO geometry, and the communicator's tuning() is that.
+  Tuning tuning;
 };
 CommConfig configFromEnv();
 
@@ -37,6 +40,8 @@ class Communicator : public exec::ConnectionSource {
   int rank() const { return rank_; }
   int size() const { return nranks_; }
   const CommConfig& config() const { return cfg_; }
+  // What decides how this communicator moves data (see src/common/tuning.h).
+  const Tuning& tuning() const { return tuning_; }
   uint64_t commHash() const { return commHash_; }
   uint64_t serial() const { return serial_; }
   bootstrap::Bootstrap& bootstrap() { return *boot_; }
@@ -110,6 +115,7 @@ class Communicator : public exec::ConnectionSource {
   static uint32_t collectiveTag(uint64_t seq, const Call& call);
 
   CommConfig cfg_;
+  Tuning tuning_;
   int rank_ = 0;
   int nranks_ = 0;
   std::unique_ptr<bootstrap::Bootstrap> boot_;

@@ -6,7 +6,8 @@
 #include <atomic>
 #include <bit>
 
-#include "src/common/env.h"
+#include <unistd.h>
+
 #include "src/common/futex.h"
 #include "src/common/log.h"
 
@@ -81,7 +82,8 @@ int coreForSlot(int slot, int slots, int cores) {
 
 void forgetPinnedRank() { gPinned.store(false); }
 
-PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self) {
+PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self, bool pin,
+                                 bool pinShared) {
   PlacementResult r;
   CpuMask all;
   int selfIndex = -1, inMyProcess = 0;
@@ -98,11 +100,11 @@ PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self) 
   }
   r.cpus = all.count();
   const int ranks = static_cast<int>(local.size());
-  r.oversubscribed = ranks > r.cpus;
-  noteRanksOnHost(ranks, r.cpus);
-  if (env::getInt("WEFT_PIN") == 0 || ranks < 2 || inMyProcess != 1 || !(me->mask == all))
+  r.ranks = ranks;
+  r.oversubscribed = ranks > (r.cpus > 0 ? r.cpus : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  if (!pin || ranks < 2 || inMyProcess != 1 || !(me->mask == all))
     return r;
-  if (r.oversubscribed && env::getInt("WEFT_PIN_SHARED") == 0) return r;
+  if (r.oversubscribed && !pinShared) return r;
   // Processes are placed in the order of their ranks; with several ranks per process elsewhere
   // on the host the slot is still this rank's index, which keeps slots distinct.
   if (gPinned.exchange(true)) return r;

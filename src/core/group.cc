@@ -82,6 +82,7 @@ exec::Task buildTask(Communicator* comm, const std::vector<Call>& calls) {
   exec::Task task;
   task.bell = comm->bell();
   task.cores = comm->coreSharing();
+  task.tuning = &comm->tuning();
   std::vector<Call> p2p;
   int p2pSlot = -1;
   for (const Call& c : calls) {
@@ -121,8 +122,8 @@ void openLinksOfFailedCalls(const exec::Task& task, Communicator* comm) {
 // `scratch`: the calling thread's, or null on a stream's thread (exec::run has its own).
 Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms,
                 std::string* why, exec::RunScratch* scratch = nullptr) {
-  auto timeout = comms.front()->config().timeout;
-  for (auto* c : comms) timeout = std::max(timeout, c->config().timeout);
+  auto timeout = comms.front()->tuning().timeout;
+  for (auto* c : comms) timeout = std::max(timeout, c->tuning().timeout);
   exec::RunResult r = scratch ? exec::run(tasks, timeout, *scratch) : exec::run(tasks, timeout);
   if (r.status == Status::kSuccess) return r.status;
   if (r.failedTask >= 0) {
@@ -146,6 +147,7 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
   exec::Task& task = r.tasks.front();
   task.bell = call.comm->bell();
   task.cores = call.comm->coreSharing();
+  task.tuning = &call.comm->tuning();
   task.units.resize(1);
   r.comms.front() = call.comm;
   exec::Work& w = task.units.front();

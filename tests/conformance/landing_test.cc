@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "tests/conformance/memfd_region.h"
-#include "transports/base/fifo.h"
+#include "transports/base/capabilities.h"
+#include "transports/shm/fifo.h"
 #include "tests/conformance/pair_harness.h"
 
 namespace weft::test {
@@ -61,22 +62,22 @@ TEST_P(Landing, MessagesLandInOrderAfterThoseSentBeforeTheOffer) {
   std::memcpy(slot, msg.data(), first);
   tx.post(first, 0);
 
-  ASSERT_TRUE(rx.offerLanding(out, total, kTag));
+  ASSERT_TRUE(rx.peerMemory()->offerLanding(out, total, kTag));
   uint64_t at = first;
   for (size_t m = 0; m < landed.size(); ++m) {
     // Over shm the sender writes through its own mapping of the region: where the bytes land
     // is checked at the end, in the receiver's memory.
-    char* place = static_cast<char*>(tx.landingFor(landed[m], kTag));
+    char* place = static_cast<char*>(tx.peerMemory()->landingFor(landed[m], kTag));
     ASSERT_NE(place, nullptr) << "message " << m + 1 << " was not offered a landing";
     if (std::string(GetParam()) == "local") {
       EXPECT_EQ(place, out + at);
     }
     fill(place, landed[m], at, 1);
-    tx.postLanded(landed[m], static_cast<uint32_t>(m + 1));
+    tx.peerMemory()->postLanded(landed[m], static_cast<uint32_t>(m + 1));
     at += landed[m];
   }
   // The offer is full: the next message goes the ordinary way.
-  EXPECT_EQ(tx.landingFor(16, kTag), nullptr);
+  EXPECT_EQ(tx.peerMemory()->landingFor(16, kTag), nullptr);
   slot = tx.sendSlotFor(16);
   ASSERT_NE(slot, nullptr);
   std::memset(slot, 0x5a, 16);
@@ -114,28 +115,28 @@ TEST_P(Landing, ANewOfferReplacesTheOld) {
   MemfdRegion dst(1 << 20);
   std::memset(dst.data(), 0, 1 << 20);
   const uint32_t k64 = 64 << 10;
-  ASSERT_TRUE(rx.offerLanding(dst.data(), 2 * k64, kTag));
-  char* place = static_cast<char*>(tx.landingFor(2 * k64, kTag));
+  ASSERT_TRUE(rx.peerMemory()->offerLanding(dst.data(), 2 * k64, kTag));
+  char* place = static_cast<char*>(tx.peerMemory()->landingFor(2 * k64, kTag));
   ASSERT_NE(place, nullptr);
   fill(place, 2 * k64, 0, 2);
-  tx.postLanded(2 * k64, 1);
+  tx.peerMemory()->postLanded(2 * k64, 1);
   EXPECT_EQ(receive(rx, 1, 2 * k64), dst.data());
   rx.release();
   // The second offer: two messages fill it back to back.
   char* second = dst.data() + 8 * k64;
-  ASSERT_TRUE(rx.offerLanding(second, 4 * k64, kTag));
+  ASSERT_TRUE(rx.peerMemory()->offerLanding(second, 4 * k64, kTag));
   for (uint32_t m = 0; m < 2; ++m) {
-    place = static_cast<char*>(tx.landingFor(k64, kTag));
+    place = static_cast<char*>(tx.peerMemory()->landingFor(k64, kTag));
     ASSERT_NE(place, nullptr);
     fill(place, k64, m * k64, 3);
-    tx.postLanded(k64, 2 + m);
+    tx.peerMemory()->postLanded(k64, 2 + m);
   }
   for (uint32_t m = 0; m < 2; ++m) {
     EXPECT_EQ(receive(rx, 2 + m, k64), second + m * k64);
     rx.release();
   }
   // What is left of the offer is too small for this one.
-  EXPECT_EQ(tx.landingFor(2 * k64 + 1, kTag), nullptr);
+  EXPECT_EQ(tx.peerMemory()->landingFor(2 * k64 + 1, kTag), nullptr);
   for (uint64_t i = 0; i < 2 * k64; ++i) {
     ASSERT_EQ(static_cast<uint8_t>(dst.data()[i]), pattern(i, 2)) << "byte " << i;
     ASSERT_EQ(static_cast<uint8_t>(second[i]), pattern(i, 3)) << "byte " << i;
@@ -149,9 +150,9 @@ TEST_P(Landing, AnotherOperationDoesNotLand) {
   TransportPair pair(GetParam());
   auto c = pair.connect(0);
   MemfdRegion dst(1 << 20);
-  ASSERT_TRUE(c.second->offerLanding(dst.data(), 1 << 20, kTag));
-  EXPECT_EQ(c.first->landingFor(4096, kTag + 1), nullptr);
-  EXPECT_NE(c.first->landingFor(4096, kTag), nullptr);
+  ASSERT_TRUE(c.second->peerMemory()->offerLanding(dst.data(), 1 << 20, kTag));
+  EXPECT_EQ(c.first->peerMemory()->landingFor(4096, kTag + 1), nullptr);
+  EXPECT_NE(c.first->peerMemory()->landingFor(4096, kTag), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Landing, ::testing::Values("local", "shm"),
@@ -179,22 +180,27 @@ TEST(LandingFifo, ANewConnectionIgnoresOffersAlreadyMade) {
   std::vector<char> dst(1 << 16);
   auto sender = open(ab.get(), ba.get());
   auto receiver = open(ba.get(), ab.get());
-  ASSERT_TRUE(receiver->offerLanding(dst.data(), dst.size(), kTag));
-  EXPECT_EQ(sender->landingFor(4096, kTag), dst.data());
+  ASSERT_TRUE(receiver->peerMemory()->offerLanding(dst.data(), dst.size(), kTag));
+  EXPECT_EQ(sender->peerMemory()->landingFor(4096, kTag), dst.data());
   sender.reset();
   auto again = open(ab.get(), ba.get());
-  EXPECT_EQ(again->landingFor(4096, kTag), nullptr) << "an offer from before must not be taken";
-  ASSERT_TRUE(receiver->offerLanding(dst.data() + 4096, 8192, kTag));
-  EXPECT_EQ(again->landingFor(4096, kTag), dst.data() + 4096);
+  EXPECT_EQ(again->peerMemory()->landingFor(4096, kTag), nullptr) << "an offer from before must not be taken";
+  ASSERT_TRUE(receiver->peerMemory()->offerLanding(dst.data() + 4096, 8192, kTag));
+  EXPECT_EQ(again->peerMemory()->landingFor(4096, kTag), dst.data() + 4096);
 }
 
-// A receiver that cannot be reached offers nothing, and its sender finds no landing.
+// A receiver that cannot be reached offers nothing, and its sender finds no landing; a
+// transport without peer memory (tcp) offers no such capability at all.
 void expectNoLanding(const char* transport) {
   TransportPair pair(transport);
   auto c = pair.connect(0);
+  if (!c.second->peerMemory()) {
+    EXPECT_EQ(c.first->peerMemory(), nullptr);
+    return;
+  }
   std::vector<char> plain(1 << 20);
-  EXPECT_FALSE(c.second->offerLanding(plain.data(), plain.size(), kTag));
-  EXPECT_EQ(c.first->landingFor(4096, kTag), nullptr);
+  EXPECT_FALSE(c.second->peerMemory()->offerLanding(plain.data(), plain.size(), kTag));
+  EXPECT_EQ(c.first->peerMemory()->landingFor(4096, kTag), nullptr);
 }
 
 // shm reaches only ncclMemAlloc'd (registered) memory of its peer: no offer elsewhere.

@@ -6,7 +6,9 @@
 
 namespace weft::test {
 
-TransportPair::TransportPair(const std::string& name, uint32_t slots, size_t slotBytes) {
+TransportPair::TransportPair(const std::string& name, uint32_t slots, size_t slotBytes,
+                             const Tuning& tuning)
+    : tuning_(tuning) {
   for (transport::Transport* t : transport::transports())
     if (name == t->name()) t_ = t;
   if (!t_) throw std::runtime_error("no transport named " + name);
@@ -27,6 +29,7 @@ TransportPair::TransportPair(const std::string& name, uint32_t slots, size_t slo
     c.slotBytes = slotBytes;
     c.timeout = std::chrono::milliseconds(30000);
     c.selfBell = bells_[r].get();
+    c.tuning = &tuning_;
     t_->publish(&c, &peers_[r]);
   }
   if (!t_->canConnect(peers_[0], peers_[1]))

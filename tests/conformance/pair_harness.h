@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "src/common/futex.h"
+#include "src/common/tuning.h"
 #include "transports/base/transport.h"
+#include "transports/registry.h"
 
 namespace weft::test {
 
@@ -16,7 +18,10 @@ class TransportPair {
 
   // `name` is a registered transport ("local", "shm", "tcp"); fails the test if it cannot link
   // two ranks of this process.
-  explicit TransportPair(const std::string& name, uint32_t slots = 8, size_t slotBytes = 128 << 10);
+  // `tuning` is what a communicator would pass its transports (by default, from the
+  // environment as init reads it).
+  explicit TransportPair(const std::string& name, uint32_t slots = 8, size_t slotBytes = 128 << 10,
+                         const Tuning& tuning = Tuning::fromEnvironment());
   ~TransportPair();
 
   // Rank 0's and rank 1's ends of one channel.
@@ -28,6 +33,7 @@ class TransportPair {
   transport::Transport& transport() { return *t_; }
 
  private:
+  Tuning tuning_;
   transport::Transport* t_ = nullptr;
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> bells_;

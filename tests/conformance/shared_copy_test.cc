@@ -12,17 +12,21 @@
 #include <thread>
 #include <vector>
 
-#include "src/common/env.h"
+#include "src/common/tuning.h"
+#include "transports/base/capabilities.h"
 #include "tests/conformance/memfd_region.h"
 #include "tests/conformance/pair_harness.h"
 
 namespace weft::test {
 namespace {
 
-// WEFT_SHARE_COPY=2 (read once, so set before any test runs): the receiver waits for the
-// sender's first claim, and the sender's share is certain even when both threads share one
-// busy core.
-const bool kShareMode2 = setenv("WEFT_SHARE_COPY", "2", 1) == 0;
+// Shared copies in mode 2 (WEFT_SHARE_COPY=2): the receiver waits for the sender's first
+// claim, and the sender's share is certain even when both threads share one busy core.
+Tuning waitingForTheSender() {
+  Tuning t;
+  t.shareCopy = 2;
+  return t;
+}
 
 uint8_t pattern(uint64_t i) { return static_cast<uint8_t>(i * 7 + (i >> 9) + 3); }
 
@@ -32,19 +36,22 @@ int runMessages(TransportPair& pair, char* src, char* dst, const std::vector<uin
   auto c = pair.connect(0);
   transport::Connection& tx = *c.first;
   transport::Connection& rx = *c.second;
+  transport::ReferenceSends& refs = *tx.referenceSends();
+  transport::PeerMemory& txMem = *tx.peerMemory();
+  transport::PeerMemory& rxMem = *rx.peerMemory();
   std::atomic<int> helped{0};
   std::atomic<bool> failed{false};
   std::thread sender([&] {
     uint64_t off = 0;
     for (size_t m = 0; m < sizes.size(); ++m) {
-      if (!tx.peerCanRead(src + off, sizes[m])) {
+      if (!refs.peerCanRead(src + off, sizes[m])) {
         failed = true;
         return;
       }
-      tx.postRemote(src + off, sizes[m], static_cast<uint32_t>(m));
+      refs.postReference(src + off, sizes[m], static_cast<uint32_t>(m));
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (!tx.consumed(tx.postedCount())) {
-        if (tx.assist()) ++helped;
+      while (!refs.consumed(refs.postedCount())) {
+        if (txMem.assist()) ++helped;
         if (std::chrono::steady_clock::now() > deadline) {
           failed = true;
           return;
@@ -70,7 +77,7 @@ int runMessages(TransportPair& pair, char* src, char* dst, const std::vector<uin
     EXPECT_EQ(bytes, sizes[m]);
     EXPECT_NE(in, nullptr) << "a by-reference message must be addressable here";
     if (!in) break;
-    rx.land(dst + off, in, bytes, m % 2 ? Store::kStreaming : Store::kCached);
+    rxMem.land(dst + off, in, bytes, m % 2 ? Store::kStreaming : Store::kCached);
     rx.release();
     off += bytes;
     ++m;
@@ -90,7 +97,7 @@ TEST_P(SharedCopy, EveryByteArrivesWhoeverCopiedIt) {
   for (uint32_t s : sizes) total += s;
   MemfdRegion src(total + 4096), dst(total + 4096);
   for (uint64_t i = 0; i < total; ++i) src.data()[i] = static_cast<char>(pattern(i));
-  TransportPair pair(GetParam());
+  TransportPair pair(GetParam(), 8, 128 << 10, waitingForTheSender());
   const int helped = runMessages(pair, src.data(), dst.data(), sizes);
   for (uint64_t i = 0; i < total; ++i)
     ASSERT_EQ(static_cast<uint8_t>(dst.data()[i]), pattern(i)) << "byte " << i;
@@ -105,7 +112,7 @@ TEST(SharedCopy, UnreachableDestinationIsCopiedByTheReceiver) {
   MemfdRegion src(total);
   std::vector<char> dst(total, 0);
   for (uint64_t i = 0; i < total; ++i) src.data()[i] = static_cast<char>(pattern(i));
-  TransportPair pair("shm");
+  TransportPair pair("shm", 8, 128 << 10, waitingForTheSender());
   EXPECT_EQ(runMessages(pair, src.data(), dst.data(), sizes), 0);
   for (uint64_t i = 0; i < total; ++i)
     ASSERT_EQ(static_cast<uint8_t>(dst[i]), pattern(i)) << "byte " << i;

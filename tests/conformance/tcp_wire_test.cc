@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/conformance/pair_harness.h"
+#include "transports/tcp/published.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::test {
@@ -142,9 +143,10 @@ TEST(TcpWire, StripesCoverTheSlot) {
 // ---- a hand-made peer on a real socket ----
 
 int dial(const transport::PeerInfo& target) {
-  int fd = ::socket(reinterpret_cast<const sockaddr*>(target.netAddr)->sa_family, SOCK_STREAM, 0);
+  const tcp::Published at = tcp::publishedBy(target);
+  int fd = ::socket(reinterpret_cast<const sockaddr*>(at.addr)->sa_family, SOCK_STREAM, 0);
   if (fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(target.netAddr), target.netAddrLen) != 0) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(at.addr), at.addrLen) != 0) {
     ::close(fd);
     return -1;
   }
@@ -195,10 +197,11 @@ class HostilePeer : public ::testing::Test {
     h.dstRank = 1;
     h.channel = static_cast<uint32_t>(channel);
     h.socketIndex = 0;
-    h.sockets = pair_->peer(0).netSockets;
+    h.sockets = tcp::publishedBy(pair_->peer(0)).sockets;
     h.slots = pair_->ctx(0).slots;
     h.slotBytes = pair_->ctx(0).slotBytes;
-    std::memcpy(h.token, token ? token : pair_->peer(1).netToken, tcp::kTokenBytes);
+    const tcp::Published target = tcp::publishedBy(pair_->peer(1));
+    std::memcpy(h.token, token ? token : target.token, tcp::kTokenBytes);
     uint8_t buf[tcp::kHelloBytes];
     tcp::encodeHello(h, buf);
     int fd = dial(pair_->peer(1));

@@ -7,7 +7,9 @@
 
 #include "src/common/error.h"
 #include "tests/conformance/pair_harness.h"
-#include "transports/base/transport.h"
+#include "src/common/tuning.h"
+#include "transports/registry.h"
+#include "transports/tcp/published.h"
 
 namespace weft::test {
 namespace {
@@ -28,10 +30,13 @@ class TransportChoice : public ::testing::Test {
     if (otherHost) b.processHash ^= 1;  // and, of course, another process
     // Both published a tcp address, as communicator init does.
     for (auto* p : {&a, &b}) {
-      p->netAddrLen = 16;
-      p->netSockets = 1;
+      tcp::Published e{};
+      e.addrLen = 16;
+      e.sockets = 1;
+      tcp::publishInto(p, e);
     }
-    return transport::pickTransport(a, b).name();
+    // The switches as a communicator's init reads them.
+    return transport::pickTransport(a, b, Tuning::fromEnvironment()).name();
   }
 };
 

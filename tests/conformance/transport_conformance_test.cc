@@ -15,7 +15,7 @@
 
 #include "src/bootstrap/secret.h"
 #include "tests/conformance/pair_harness.h"
-#include "transports/base/fifo.h"
+#include "transports/shm/fifo.h"
 #include "transports/tcp/link.h"
 
 namespace weft::test {

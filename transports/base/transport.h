@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/common/futex.h"
+#include "src/common/tuning.h"
 #include "transports/base/connection.h"
 
 namespace weft::transport {
@@ -18,13 +19,10 @@ struct PeerInfo {
   int32_t pid = 0;
   uint64_t hostHash = 0;     // hostname + boot id
   uint64_t processHash = 0;  // hostHash + pid + process start time: equal iff same process
-  // Where the network transport (tcp) listens for this rank: a sockaddr_in or sockaddr_in6
-  // (netAddrLen 0 when it does not listen), how many sockets it opens per connection, and the
-  // token a connecting peer must present (random per rank and communicator).
-  uint8_t netAddr[28] = {};
-  uint32_t netAddrLen = 0;
-  uint32_t netSockets = 0;
-  uint8_t netToken[16] = {};
+  // What the network transport publishes so that peers can reach this rank, in its own format
+  // (tcp: address, sockets per connection, token); netEndpointBytes 0 where it does not listen.
+  uint8_t netEndpoint[64] = {};
+  uint32_t netEndpointBytes = 0;
 };
 
 // Everything a transport needs to connect this rank to a peer.
@@ -37,6 +35,8 @@ struct ConnectContext {
   uint32_t slots = 4;
   size_t slotBytes = 0;
   std::chrono::milliseconds timeout{0};
+  // The communicator's tuning (thresholds and switches of the transports); null: defaults.
+  const Tuning* tuning = nullptr;
   // This rank's own doorbell: transports whose progress runs on a thread of their own (tcp) ring
   // it when data arrives or a send slot frees, since a remote peer cannot ring it.
   Doorbell* selfBell = nullptr;
@@ -48,7 +48,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  virtual bool enabled() const = 0;  // environment switches (NCCL_SHM_DISABLE ...)
+  // The communicator's switches (Tuning: NCCL_SHM_DISABLE, NCCL_NET, ...).
+  virtual bool enabled(const Tuning& tuning) const = 0;
   virtual bool canConnect(const PeerInfo& self, const PeerInfo& peer) const = 0;
   // Both ranks call connect() for the pair (in any order); it returns once this side is usable.
   virtual std::unique_ptr<Connection> connect(const ConnectContext& ctx, int peer, int channel) = 0;
@@ -56,38 +57,5 @@ class Transport {
   // any listening state in ctx->endpoints. Most transports need nothing.
   virtual void publish(ConnectContext* ctx, PeerInfo* self) {}
 };
-
-// Transports by priority (local, shm, ...).
-const std::vector<Transport*>& transports();
-// The first enabled transport that can link `self` and `peer`; throws if none can.
-Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer);
-
-// This process's identity.
-PeerInfo localPeerInfo(int rank);
-
-// Runs publish() of every enabled transport (ctx needs commHash, rank and nranks).
-void publishEndpoints(ConnectContext* ctx, PeerInfo* self);
-
-// Each rank's doorbell lives in shared memory so peers of any transport can ring it.
-class RankBell {
- public:
-  RankBell(uint64_t commHash, int rank);
-  ~RankBell();
-  Doorbell* bell() const { return bell_; }
-  // Removes the name once every peer has mapped the bell, so nothing leaks if a process dies.
-  void unlink();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  Doorbell* bell_ = nullptr;
-};
-// Maps the doorbell of `rank`; the mapping lives as long as the
-// returned shared pointer.
-std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank,
-                                       std::chrono::milliseconds timeout);
-
-// Segment names for a communicator: "/weft.<hash>.<what>".
-std::string segmentName(uint64_t commHash, const std::string& what);
 
 }  // namespace weft::transport

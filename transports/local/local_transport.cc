@@ -4,8 +4,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "src/common/env.h"
-#include "transports/base/pair_fifo.h"
+#include "transports/shm/pair_fifo.h"
 #include "transports/base/transport.h"
 
 namespace weft::transport {
@@ -23,7 +22,9 @@ struct HeapBlock {
 class LocalTransport : public Transport {
  public:
   const char* name() const override { return "local"; }
-  bool enabled() const override { return env::getInt("WEFT_LOCAL_DISABLE") == 0; }
+  // NCCL_P2P_DISABLE turns off direct access to a peer's memory: in host mode that is this
+  // transport (ranks then fall back to shm, like NCCL's P2P -> SHM fallback).
+  bool enabled(const Tuning& t) const override { return !t.localDisabled && !t.p2pDisabled; }
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return self.processHash == peer.processHash;
   }

@@ -4,10 +4,9 @@
 
 #include <fstream>
 
-#include "src/common/env.h"
 #include "src/common/log.h"
-#include "transports/base/pair_fifo.h"
-#include "transports/base/shm_segment.h"
+#include "transports/shm/pair_fifo.h"
+#include "transports/shm/shm_segment.h"
 #include "transports/base/transport.h"
 
 namespace weft::transport {
@@ -27,7 +26,7 @@ bool processGone(int pid) {
 class ShmTransport : public Transport {
  public:
   const char* name() const override { return "shm"; }
-  bool enabled() const override { return env::getInt("NCCL_SHM_DISABLE") == 0; }
+  bool enabled(const Tuning& t) const override { return !t.shmDisabled; }
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
     return self.hostHash == peer.hostHash;
   }
@@ -52,9 +51,11 @@ class ShmTransport : public Transport {
     // Large slices of ncclMemAlloc'd buffers are read in place through a mapping of the
     // sender's memfd. process_vm_readv for any other memory measured slower than copying
     // through slots on this VM (perf/README.md), so it is opt-in.
+    const Tuning defaults;
+    const Tuning& tuning = ctx.tuning ? *ctx.tuning : defaults;
     RemoteMode remote = RemoteMode::kNone;
-    if (env::getInt("WEFT_SHM_CMA")) remote = RemoteMode::kCma;
-    else if (env::getInt("WEFT_SHM_MAP")) remote = RemoteMode::kMapped;
+    if (tuning.shmCma) remote = RemoteMode::kCma;
+    else if (tuning.shmMap) remote = RemoteMode::kMapped;
     return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, remote);
   }
 };

@@ -15,10 +15,8 @@
 #include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/secret.h"
 #include "src/common/clock.h"
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
-#include "transports/tcp/link.h"
 
 namespace weft::tcp {
 namespace {
@@ -115,7 +113,7 @@ class ListenHandler : public Handler {
         ::close(fd);  // a flood of strangers: refuse rather than run out of descriptors
         continue;
       }
-      tuneSocket(fd);
+      tuneSocket(fd, Engine::get().socketBuffer());
       Engine::get().track(fd);
       auto h = std::make_shared<HandshakeHandler>(w_, fd);
       h->setId(w_.add(fd, h, /*ticks=*/true));
@@ -146,9 +144,9 @@ bootstrap::SocketAddress loopback(int family) {
 
 // NCCL_SOCKET_IFNAME picks the interface (bootstrap rules); NCCL_SOCKET_FAMILY narrows the
 // addresses to one family first.
-bootstrap::SocketAddress chooseAddress() {
-  std::string spec = env::get("NCCL_SOCKET_IFNAME");
-  std::string fam = env::get("NCCL_SOCKET_FAMILY");
+bootstrap::SocketAddress chooseAddress(const Tuning& t) {
+  const std::string& spec = t.socketIfname;
+  const std::string& fam = t.socketFamily;
   int family = AF_UNSPEC;
   if (fam == "AF_INET" || fam == "4" || fam == "ipv4") family = AF_INET;
   else if (fam == "AF_INET6" || fam == "6" || fam == "ipv6") family = AF_INET6;
@@ -171,10 +169,9 @@ bootstrap::SocketAddress chooseAddress() {
 
 }  // namespace
 
-void tuneSocket(int fd) {
+void tuneSocket(int fd, int buf) {
   int one = 1;
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  int buf = static_cast<int>(env::getInt("WEFT_TCP_SOCKBUF"));
   if (buf > 0) {
     (void)::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
     (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
@@ -342,7 +339,7 @@ void Endpoint::offer(const Hello& hello, int fd) {
   ++parkedCount_;
 }
 
-void Endpoint::claim(int peer, int channel, const std::shared_ptr<Link>& link) {
+void Endpoint::claim(int peer, int channel, const std::shared_ptr<SocketSink>& link) {
   std::lock_guard<std::mutex> lock(mu_);
   auto key = std::make_pair(peer, channel);
   links_[key] = link;
@@ -370,10 +367,7 @@ Engine& Engine::get() {
   return *engine;
 }
 
-Engine::Engine() {
-  int threads = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_SOCKET_NTHREADS"), 1, 16));
-  for (int i = 0; i < threads; ++i) workers_.push_back(std::make_unique<Worker>(i));
-}
+Engine::Engine() = default;
 
 void Engine::abandon() {
   for (auto& w : workers_) w->abandon();
@@ -384,10 +378,14 @@ void Engine::abandon() {
   workers_.clear();
 }
 
-bootstrap::SocketAddress Engine::listenAddress() {
+bootstrap::SocketAddress Engine::listenAddress(const Tuning& tuning) {
   std::lock_guard<std::mutex> lock(mu_);
   if (listenFd_ >= 0) return listenAddress_;
-  bootstrap::SocketAddress addr = chooseAddress();
+  bootstrap::SocketAddress addr = chooseAddress(tuning);
+  sockBuf_.store(tuning.tcpSockBuf);
+  if (workers_.empty())
+    for (int i = 0; i < std::clamp(tuning.socketThreads, 1, 16); ++i)
+      workers_.push_back(std::make_unique<Worker>(i));
   int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(Status::kSystemError, sysError("tcp: socket", errno));
   int one = 1;

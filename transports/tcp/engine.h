@@ -17,11 +17,19 @@
 #include <vector>
 
 #include "src/bootstrap/socket.h"
+#include "src/common/tuning.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::tcp {
 
-class Link;
+// What takes the sockets that peers open to an endpoint (a Link): the engine accepts them and
+// hands each over, without knowing more of the link.
+class SocketSink {
+ public:
+  virtual ~SocketSink() = default;
+  // A socket whose hello named this sink's (peer, channel); the sink owns `fd` from now on.
+  virtual void attach(const Hello& hello, int fd) = 0;
+};
 
 // Something a worker drives: called on the worker's thread only.
 class Handler {
@@ -77,14 +85,14 @@ class Endpoint {
   // (srcRank, channel) if this side already connected, else keeps it for claim().
   void offer(const Hello& hello, int fd);
   // This side's connect() of (peer, channel): takes the sockets that arrived first.
-  void claim(int peer, int channel, const std::shared_ptr<Link>& link);
+  void claim(int peer, int channel, const std::shared_ptr<SocketSink>& link);
 
  private:
   uint64_t commHash_;
   int rank_;
   uint8_t token_[kTokenBytes];
   std::mutex mu_;
-  std::map<std::pair<int, int>, std::weak_ptr<Link>> links_;
+  std::map<std::pair<int, int>, std::weak_ptr<SocketSink>> links_;
   struct Parked {
     Hello hello;
     int fd;
@@ -101,9 +109,13 @@ class Engine {
   size_t workerCount() const { return workers_.size(); }
   Worker& worker(size_t i) { return *workers_[i % workers_.size()]; }
 
-  // The address every communicator of this process publishes; the listener starts on first call
-  // (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY). Throws Error on failure.
-  bootstrap::SocketAddress listenAddress();
+  // The address every communicator of this process publishes. The first call starts the
+  // listener and the progress threads with the calling communicator's settings (interface,
+  // address family, threads, socket buffers): the engine is one per process, like its port.
+  // Throws Error on failure.
+  bootstrap::SocketAddress listenAddress(const Tuning& tuning);
+  // SO_SNDBUF / SO_RCVBUF of the engine's sockets (0: the kernel's autotuning).
+  int socketBuffer() const { return sockBuf_; }
 
   std::shared_ptr<Endpoint> openEndpoint(uint64_t commHash, int rank);
   std::shared_ptr<Endpoint> findEndpoint(uint64_t commHash, int rank);
@@ -124,6 +136,7 @@ class Engine {
   void abandon();
 
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<int> sockBuf_{0};
   std::mutex mu_;
   int listenFd_ = -1;
   bootstrap::SocketAddress listenAddress_;
@@ -133,7 +146,7 @@ class Engine {
   std::atomic<uint64_t> linkSerial_{0};
 };
 
-// Sets TCP_NODELAY, non-blocking and close-on-exec, and WEFT_TCP_SOCKBUF if set.
-void tuneSocket(int fd);
+// Sets TCP_NODELAY, and the socket buffers to `bufferBytes` where it is positive.
+void tuneSocket(int fd, int bufferBytes);
 
 }  // namespace weft::tcp

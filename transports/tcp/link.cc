@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "src/common/clock.h"
-#include "src/common/env.h"
 #include "src/common/log.h"
 
 namespace weft::tcp {
@@ -39,7 +38,7 @@ bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 }  // namespace
 
 Link::Link(const LinkParams& p) : p_(p) {
-  executorReads_ = env::getInt("WEFT_TCP_POLL") != 0;
+  executorReads_ = p.executorReads;
   p_.sockets = std::clamp<uint32_t>(p_.sockets, 1, kMaxSockets);
   sendBuf_.resize(p_.slots * p_.slotBytes);
   recvBuf_.resize(p_.slots * p_.slotBytes);
@@ -108,7 +107,7 @@ void Link::start() {
       return;
     }
     Engine::get().track(fd);
-    tuneSocket(fd);
+    tuneSocket(fd, Engine::get().socketBuffer());
     h.socketIndex = i;
     {
       std::lock_guard<std::mutex> lock(s.sendMu);

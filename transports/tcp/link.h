@@ -19,6 +19,7 @@
 #include "src/bootstrap/socket.h"
 #include "src/common/error.h"
 #include "src/common/futex.h"
+#include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
 #include "transports/tcp/engine.h"
 #include "transports/tcp/wire.h"
@@ -39,9 +40,10 @@ struct LinkParams {
   bootstrap::SocketAddress peerAddress;   // where the peer listens (active side)
   uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
   bool lowat = true;            // wake the progress thread once per stripe (SO_RCVLOWAT)
+  bool executorReads = false;   // a waiting rank reads its sockets itself (WEFT_TCP_POLL)
 };
 
-class Link : public std::enable_shared_from_this<Link> {
+class Link : public SocketSink, public std::enable_shared_from_this<Link> {
  public:
   explicit Link(const LinkParams& p);
   ~Link();
@@ -51,7 +53,7 @@ class Link : public std::enable_shared_from_this<Link> {
   // Active side: opens the sockets (non-blocking connects; the hello goes first).
   void start();
   // Passive side: a socket that passed the handshake for stripe index `index`.
-  void attach(const Hello& hello, int fd);
+  void attach(const Hello& hello, int fd) override;
 
   // Executor side (one thread).
   void* sendSlot();
@@ -170,7 +172,7 @@ class Link : public std::enable_shared_from_this<Link> {
 };
 
 // The executor's view of a Link.
-class TcpConnection : public transport::Connection {
+class TcpConnection : public transport::Connection, public transport::ReferenceSends {
  public:
   TcpConnection(std::shared_ptr<Link> link, std::chrono::milliseconds closeTimeout)
       : link_(std::move(link)), closeTimeout_(closeTimeout) {}
@@ -179,14 +181,6 @@ class TcpConnection : public transport::Connection {
   size_t slotBytes() const override { return link_->slotBytes(); }
   void* sendSlot() override { return link_->sendSlot(); }
   void post(uint32_t bytes, uint32_t tag) override { link_->post(bytes, tag); }
-  // Sends by reference: the engine writes the message into the socket straight from the
-  // caller's buffer, which is free again once it is in the kernel (consumed()).
-  bool peerCanReadMe() override { return true; }
-  void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override {
-    link_->postFrom(addr, bytes, tag);
-  }
-  uint64_t postedCount() const override { return link_->postedCount(); }
-  bool consumed(uint64_t count) const override { return link_->sentCount() >= count; }
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override {
     return link_->recvSlot(bytes, tag);
   }
@@ -196,6 +190,18 @@ class TcpConnection : public transport::Connection {
   bool poisoned() const override { return link_->poisoned(); }
   bool peerEnded() const override { return link_->peerEnded(); }
   const char* transportName() const override { return "tcp"; }
+  transport::ReferenceSends* referenceSends() override { return this; }
+
+  // Sends by reference: the engine writes the message into the socket straight from the
+  // caller's buffer, which is free again once it is in the kernel (consumed()). The receiver
+  // gets it in a slot, so a message holds at most one.
+  bool peerCanRead(const void*, size_t) override { return true; }
+  void postReference(const void* addr, uint32_t bytes, uint32_t tag) override {
+    link_->postFrom(addr, bytes, tag);
+  }
+  size_t maxReferenceBytes() const override { return link_->slotBytes(); }
+  uint64_t postedCount() const override { return link_->postedCount(); }
+  bool consumed(uint64_t count) const override { return link_->sentCount() >= count; }
 
   Link& link() { return *link_; }
 

@@ -3,52 +3,56 @@
 // published at init, and presents the higher rank's token; so connect() never waits for the peer
 // and ranks may connect in any order.
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 
-#include "src/common/env.h"
 #include "src/common/log.h"
 #include "transports/base/transport.h"
 #include "transports/tcp/engine.h"
 #include "transports/tcp/link.h"
+#include "transports/tcp/published.h"
 
 namespace weft::transport {
 namespace {
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+using tcp::Published;
+using tcp::publishedBy;
+
+const Tuning& tuningOf(const ConnectContext& ctx) {
+  static const Tuning kDefaults;  // constant: the knob registry's defaults
+  return ctx.tuning ? *ctx.tuning : kDefaults;
 }
 
 class TcpTransport : public Transport {
  public:
   const char* name() const override { return "tcp"; }
 
-  bool enabled() const override {
-    // NCCL_NET names the network plugin; ours is NCCL's "Socket".
-    std::string net = lower(env::get("NCCL_NET"));
-    return net.empty() || net == "socket" || net == "tcp";
+  // NCCL_NET names the network plugin; ours is NCCL's "Socket".
+  bool enabled(const Tuning& t) const override {
+    return t.net.empty() || t.net == "socket" || t.net == "tcp";
   }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer) const override {
-    return self.netAddrLen > 0 && peer.netAddrLen > 0;
+    return publishedBy(self).addrLen > 0 && publishedBy(peer).addrLen > 0;
   }
 
   void publish(ConnectContext* ctx, PeerInfo* self) override {
+    const Tuning& tuning = tuningOf(*ctx);
     bootstrap::SocketAddress addr;
     try {
-      addr = tcp::Engine::get().listenAddress();
+      addr = tcp::Engine::get().listenAddress(tuning);
     } catch (const Error& e) {
       WEFT_WARN(NET, "tcp transport unavailable on rank %d: %s", ctx->rank, e.what());
       return;
     }
-    if (addr.length() > sizeof(self->netAddr)) return;
+    Published e{};
+    if (addr.length() > sizeof(e.addr)) return;
     auto ep = tcp::Engine::get().openEndpoint(ctx->commHash, ctx->rank);
-    std::memcpy(self->netAddr, addr.get(), addr.length());
-    self->netAddrLen = addr.length();
-    int64_t socks = env::getInt("NCCL_NSOCKS_PERTHREAD") * env::getInt("NCCL_SOCKET_NTHREADS");
-    self->netSockets = static_cast<uint32_t>(std::clamp<int64_t>(socks, 1, tcp::kMaxSockets));
-    std::memcpy(self->netToken, ep->token(), tcp::kTokenBytes);
+    std::memcpy(e.addr, addr.get(), addr.length());
+    e.addrLen = addr.length();
+    const int64_t socks = int64_t{tuning.socketsPerThread} * tuning.socketThreads;
+    e.sockets = static_cast<uint32_t>(std::clamp<int64_t>(socks, 1, tcp::kMaxSockets));
+    std::memcpy(e.token, ep->token(), tcp::kTokenBytes);
+    tcp::publishInto(self, e);
     ctx->endpoints.push_back(ep);
   }
 
@@ -63,13 +67,16 @@ class TcpTransport : public Transport {
     p.slots = ctx.slots;
     p.slotBytes = ctx.slotBytes;
     p.active = ctx.rank < peer;
-    p.sockets = p.active ? me.netSockets : other.netSockets;
-    p.minPart = static_cast<uint64_t>(std::max<int64_t>(64, env::getInt("WEFT_TCP_MIN_PART")));
+    const Published mine = publishedBy(me), theirs = publishedBy(other);
+    const Tuning& tuning = tuningOf(ctx);
+    p.sockets = p.active ? mine.sockets : theirs.sockets;
+    p.minPart = tuning.tcpMinPart;
     p.bell = ctx.selfBell;
-    p.lowat = env::getInt("WEFT_TCP_LOWAT") != 0;
-    p.peerAddress = bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(other.netAddr),
-                                             other.netAddrLen);
-    std::memcpy(p.peerToken, other.netToken, tcp::kTokenBytes);
+    p.lowat = tuning.tcpLowat;
+    p.executorReads = tuning.tcpPoll;
+    p.peerAddress = bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(theirs.addr),
+                                             theirs.addrLen);
+    std::memcpy(p.peerToken, theirs.token, tcp::kTokenBytes);
     auto link = std::make_shared<tcp::Link>(p);
     if (p.active) {
       link->start();

@@ -39,7 +39,7 @@ void waitFor(Shared* s, int me, uint64_t want) {
 }
 
 void play(Shared* s, int me, int rounds) {
-  enableAsymmetricDoorbells();
+  enableAsymmetricDoorbells(true);
   std::minstd_rand rng(me + 1);
   for (int r = 0; r < rounds; ++r) {
     const uint64_t mine = 2 * static_cast<uint64_t>(r) + me;  // parent moves on even turns

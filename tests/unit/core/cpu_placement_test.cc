@@ -39,7 +39,7 @@ TEST(CpuMask, CountsAndUnites) {
 // nothing is re-pinned (the masks differ from the union).
 TEST(CpuPlacement, LauncherBoundRanksAreNotOversubscribedNorRepinned) {
   std::vector<LocalRank> local = {rank(0, 1, cpus({0})), rank(1, 2, cpus({1}))};
-  PlacementResult r = placeRanksOnHost(local, 0);
+  PlacementResult r = placeRanksOnHost(local, 0, true, true);
   EXPECT_EQ(r.cpus, 2);
   EXPECT_FALSE(r.oversubscribed);
   EXPECT_EQ(r.pinnedCore, -1);
@@ -49,7 +49,7 @@ TEST(CpuPlacement, LauncherBoundRanksAreNotOversubscribedNorRepinned) {
 TEST(CpuPlacement, MoreRanksThanTheirCpusAreOversubscribed) {
   std::vector<LocalRank> local = {rank(0, 1, cpus({0, 1})), rank(1, 2, cpus({0, 1})),
                                   rank(2, 2, cpus({0, 1}))};
-  PlacementResult r = placeRanksOnHost(local, 2);
+  PlacementResult r = placeRanksOnHost(local, 2, true, true);
   EXPECT_EQ(r.cpus, 2);
   EXPECT_TRUE(r.oversubscribed);
   EXPECT_EQ(r.pinnedCore, -1);
@@ -72,24 +72,23 @@ TEST(CpuPlacement, SlotsSpreadOverCoresAndWrapRoundRobin) {
 }
 
 // One rank per process and more ranks than cores: pinned round-robin by default, left to the
-// scheduler with WEFT_PIN_SHARED=0.
+// scheduler without pinShared (WEFT_PIN_SHARED=0).
 TEST(CpuPlacement, RanksThatOutnumberTheCoresArePinnedUnlessToldNot) {
   CpuMask all = CpuMask::ofThisProcess();
   std::vector<LocalRank> local;
   for (int r = 0; r <= all.count(); ++r) local.push_back(rank(r, 100 + r, all));
   PlacementResult r;
-  auto placeOnAThread = [&] {
+  auto placeOnAThread = [&](bool pinShared) {
     forgetPinnedRank();  // whatever the tests before did
-    std::thread t([&] { r = placeRanksOnHost(local, 1); });
+    std::thread t([&] { r = placeRanksOnHost(local, 1, true, pinShared); });
     t.join();
     forgetPinnedRank();
   };
-  ASSERT_EQ(setenv("WEFT_PIN_SHARED", "0", 1), 0);
-  placeOnAThread();
-  ASSERT_EQ(unsetenv("WEFT_PIN_SHARED"), 0);
+  placeOnAThread(false);
   EXPECT_TRUE(r.oversubscribed);
   EXPECT_EQ(r.pinnedCore, -1);
-  placeOnAThread();
+  EXPECT_EQ(r.ranks, static_cast<int>(local.size()));
+  placeOnAThread(true);
   EXPECT_TRUE(r.oversubscribed);
   EXPECT_GE(r.pinnedCore, 0);
 }
@@ -98,12 +97,12 @@ TEST(CpuPlacement, RanksThatOutnumberTheCoresArePinnedUnlessToldNot) {
 TEST(CpuPlacement, SeveralRanksInOneProcessAreNotPinned) {
   CpuMask all = CpuMask::ofThisProcess();
   std::vector<LocalRank> local = {rank(0, 7, all), rank(1, 7, all)};
-  EXPECT_EQ(placeRanksOnHost(local, 1).pinnedCore, -1);
+  EXPECT_EQ(placeRanksOnHost(local, 1, true, true).pinnedCore, -1);
 }
 
 TEST(CpuPlacement, RankNotOnThisHostDecidesNothing) {
   std::vector<LocalRank> local = {rank(0, 1, cpus({0}))};
-  EXPECT_EQ(placeRanksOnHost(local, 5).cpus, 0);
+  EXPECT_EQ(placeRanksOnHost(local, 5, true, true).cpus, 0);
 }
 
 // One rank per process, unbound, ranks fit the cores: the caller's thread is bound to one core.
@@ -115,7 +114,7 @@ TEST(CpuPlacement, SingleRankProcessIsPinnedToOneCore) {
   PlacementResult r;
   int boundCpus = -1;
   std::thread t([&] {
-    r = placeRanksOnHost(local, 1);
+    r = placeRanksOnHost(local, 1, true, true);
     cpu_set_t set;
     CPU_ZERO(&set);
     pthread_getaffinity_np(pthread_self(), sizeof set, &set);
@@ -128,7 +127,7 @@ TEST(CpuPlacement, SingleRankProcessIsPinnedToOneCore) {
   EXPECT_GE(boundCpus, 1);
   EXPECT_LT(boundCpus, all.count());
   // Only the first communicator of a process pins.
-  std::thread again([&] { EXPECT_EQ(placeRanksOnHost(local, 0).pinnedCore, -1); });
+  std::thread again([&] { EXPECT_EQ(placeRanksOnHost(local, 0, true, true).pinnedCore, -1); });
   again.join();
 }
 

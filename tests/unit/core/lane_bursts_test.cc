@@ -2,7 +2,7 @@
 // them different shares move slices in proportion, the smallest share 16.
 #include <gtest/gtest.h>
 
-#include "src/exec/executor.h"
+#include "src/exec/lower.h"
 
 namespace weft::exec {
 namespace {

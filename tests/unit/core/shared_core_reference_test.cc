@@ -1,17 +1,19 @@
 // Ranks that outnumber the cores pass a plain send's slices by reference as one message of
 // several slices (WEFT_SHARED_REF_BYTES), which the receiver takes a slice at a time and releases
 // once. Lowered here so that messages of 4 slices of 4 KiB run through every collective with a
-// plain send, and a receiver whose count differs reports the mismatch. Its own binary: that ranks
-// share cores is process-wide and only ever grows.
+// plain send, and a receiver whose count differs reports the mismatch. The ranks share cores for
+// real: the process runs on one CPU.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
 
 #include "nccl.h"
-#include "src/common/futex.h"
+#include "weft/weft.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/ranks_algo_fixture.h"
 
@@ -22,7 +24,10 @@ namespace {
 class SharedCoreReference : public RanksAlgoTest {
  protected:
   static void SetUpTestSuite() {
-    weft::noteRanksOnHost(8, 2);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu() >= 0 ? sched_getcpu() : 0, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
     setenv("WEFT_SLOT_BYTES", "4096", 1);
     setenv("WEFT_RDV_BYTES", "64", 1);
     if (!getenv("WEFT_SHARED_REF_BYTES")) setenv("WEFT_SHARED_REF_BYTES", "16384", 1);
@@ -32,7 +37,11 @@ class SharedCoreReference : public RanksAlgoTest {
 
 TEST_P(SharedCoreReference, EveryCollectiveIsExact) {
   const int n = std::get<0>(GetParam());
-  ASSERT_TRUE(weft::oversubscribed());
+  for (ncclComm_t c : comms_) {
+    char tuning[1024];
+    weftCommTuning(c, tuning, sizeof(tuning));
+    ASSERT_NE(std::string(tuning).find("sharing cores"), std::string::npos) << tuning;
+  }
   // 40009 floats: several whole messages and a ragged last one; 5000: one message and a part.
   for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather,
                     Coll::kScatter, Coll::kSendRecv, Coll::kAllReduce, Coll::kReduceScatter})

@@ -12,7 +12,7 @@
 
 #include "src/common/error.h"
 #include "src/exec/executor.h"
-#include "transports/base/pair_fifo.h"
+#include "transports/shm/pair_fifo.h"
 
 namespace weft::synth::test {
 namespace {

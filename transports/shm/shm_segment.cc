@@ -1,4 +1,4 @@
-#include "transports/base/shm_segment.h"
+#include "transports/shm/shm_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

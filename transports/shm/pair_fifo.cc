@@ -1,6 +1,8 @@
-#include "transports/base/pair_fifo.h"
+#include "transports/shm/pair_fifo.h"
 
 #include <algorithm>
+
+#include "transports/shm/rank_bell.h"
 
 namespace weft::transport {
 
@@ -35,6 +37,10 @@ std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, 
   p.health = std::move(health);
   p.remote = remote;
   p.peerPid = (*ctx.peers)[peer].pid;
+  if (ctx.tuning) {
+    p.shareCopy = ctx.tuning->shareCopy;
+    p.sharedCores = ctx.tuning->sharedCores;
+  }
   p.keepAlive = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<Doorbell>>>(
       std::move(keepAlive), std::move(bell));
   return std::make_unique<FifoConnection>(std::move(p));

@@ -1,4 +1,4 @@
-#include "transports/base/fifo.h"
+#include "transports/shm/fifo.h"
 
 #include <sched.h>
 #include <sys/uio.h>
@@ -8,9 +8,8 @@
 #include <new>
 
 #include "src/common/clock.h"
-#include "src/common/env.h"
 #include "src/common/shared_region.h"
-#include "transports/base/peer_maps.h"
+#include "transports/shm/peer_maps.h"
 
 namespace weft::transport {
 namespace {
@@ -30,13 +29,6 @@ uint64_t packClaim(uint64_t id, uint64_t pieces, uint64_t next) {
 uint32_t claimId(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
 uint32_t claimPieces(uint64_t c) { return static_cast<uint32_t>(c >> 16) & 0xffff; }
 uint32_t claimNext(uint64_t c) { return static_cast<uint32_t>(c) & 0xffff; }
-
-// 0 off, 1 on, 2 on and the receiver waits (up to a second) for the sender's first claim:
-// makes the sender's share certain for tests on a loaded machine.
-int64_t shareCopyMode() {
-  static const int64_t mode = env::getInt("WEFT_SHARE_COPY");
-  return mode;
-}
 
 void copyPiece(char* dst, const char* src, uint64_t bytes, uint32_t piece, uint64_t pieceBytes,
                Store store) {
@@ -144,7 +136,7 @@ bool FifoConnection::peerCanReadMe() {
   return peerReadsMe_;
 }
 
-void FifoConnection::postRemote(const void* addr, uint32_t bytes, uint32_t tag) {
+void FifoConnection::postReference(const void* addr, uint32_t bytes, uint32_t tag) {
   MappedRef ref;
   if (p_.remote == RemoteMode::kMapped && sharedRegionRef(addr, bytes, &ref)) {
     static_assert(sizeof(ref) <= kInlineBytes);
@@ -304,7 +296,7 @@ void FifoConnection::land(void* dst, const void* src, size_t bytes, Store store)
   const SlotInfo& info = in_.ctl->info[recvHead_ % kMaxSlots];
   // Only a message the sender holds in place can be copied by both; and only when the sender
   // has a core of its own to copy with.
-  if (info.remote != 0 && bytes >= 2 * kHelpPieceBytes && shareCopyMode() && !oversubscribed() &&
+  if (info.remote != 0 && bytes >= 2 * kHelpPieceBytes && p_.shareCopy != 0 && !p_.sharedCores &&
       offerCopy(static_cast<char*>(dst), static_cast<const char*>(src), bytes, store))
     return;
   copyElements(DataType::kUint8, dst, src, bytes, nullptr, store);
@@ -350,7 +342,7 @@ bool FifoConnection::offerCopy(char* dst, const char* src, size_t bytes, Store s
   // The fields above are published by this store: a sender reads them only after claiming.
   b.claim.store(packClaim(offerId_, pieces, 0), std::memory_order_release);
   b.offer.store(offerId_, std::memory_order_release);
-  if (shareCopyMode() == 2) {
+  if (p_.shareCopy == 2) {
     const uint64_t until = nowNs() + 1000000000ull;
     while (claimNext(b.claim.load(std::memory_order_acquire)) == 0 && nowNs() < until)
       sched_yield();

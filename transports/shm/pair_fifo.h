@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "transports/base/fifo.h"
 #include "transports/base/transport.h"
+#include "transports/shm/fifo.h"
 
 namespace weft::transport {
 

@@ -15,8 +15,9 @@
 #include <memory>
 
 #include "src/common/futex.h"
+#include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
-#include "transports/base/peer_maps.h"
+#include "transports/shm/peer_maps.h"
 
 namespace weft::transport {
 
@@ -107,7 +108,7 @@ struct FifoView {
 FifoView fifoView(void* mem);
 
 // A Connection over two FIFO directions in memory both ranks can address.
-class FifoConnection : public Connection {
+class FifoConnection : public Connection, public ReferenceSends, public PeerMemory {
  public:
   struct Params {
     void* outMem = nullptr;       // direction me -> peer
@@ -120,6 +121,11 @@ class FifoConnection : public Connection {
     std::shared_ptr<void> keepAlive;             // owns the mapped memory
     RemoteMode remote = RemoteMode::kNone;
     int peerPid = 0;                             // for CMA reads and mapped regions
+    // Shared copies (Tuning::shareCopy): 0 off, 1 on, 2 on and the receiver waits (up to a
+    // second) for the sender's first claim, which makes the sender's share certain for tests on
+    // a loaded machine. Never where ranks share cores: the sender has no core of its own.
+    int shareCopy = 1;
+    bool sharedCores = false;
   };
   explicit FifoConnection(Params p);
   ~FifoConnection() override;
@@ -134,21 +140,25 @@ class FifoConnection : public Connection {
   void poison() override;
   bool poisoned() const override;
 
-  bool peerCanReadMe() override;
+  const char* transportName() const override { return p_.name; }
+  ReferenceSends* referenceSends() override { return this; }
+  PeerMemory* peerMemory() override { return this; }
+
+  // ReferenceSends.
   bool peerCanRead(const void* addr, size_t bytes) override;
-  void postRemote(const void* addr, uint32_t bytes, uint32_t tag) override;
+  void postReference(const void* addr, uint32_t bytes, uint32_t tag) override;
   size_t maxReferenceBytes() const override { return kMaxMessageBytes; }
   uint64_t postedCount() const override { return sendTail_; }
   bool consumed(uint64_t count) const override;
   const void* recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t* remoteAddr,
                           bool* present) override;
+  // PeerMemory.
   void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
   void land(void* dst, const void* src, size_t bytes, Store store) override;
   bool assist() override;
   bool offerLanding(void* dst, size_t bytes, uint32_t tag) override;
   void* landingFor(size_t bytes, uint32_t tag) override;
   void postLanded(uint32_t bytes, uint32_t tag) override;
-  const char* transportName() const override { return p_.name; }
 
  private:
   Params p_;
@@ -157,6 +167,9 @@ class FifoConnection : public Connection {
   uint64_t dataTail_ = 0, dataHeadCache_ = 0;  // ... and data slots
   uint64_t recvHead_ = 0, recvDataHead_ = 0;   // receiver side (mine)
   bool peerReadsMe_ = false;                   // cached peerCanReadMe() once true
+  // Whether the receiver can read this process's memory at all (CMA probe, or one address
+  // space); peerCanRead then asks about a given range.
+  bool peerCanReadMe();
   bool probed_ = false;                        // CMA probe of the peer settled
   bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
   void* mappedToken_ = nullptr;                // mapping the message at mappedHead_ is read through

@@ -1,4 +1,4 @@
-#include "transports/base/peer_maps.h"
+#include "transports/shm/peer_maps.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

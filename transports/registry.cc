@@ -1,4 +1,4 @@
-#include "transports/base/transport.h"
+#include "transports/registry.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,6 @@
 
 #include "src/common/env.h"
 #include "src/common/log.h"
-#include "transports/base/shm_segment.h"
 
 namespace weft::transport {
 
@@ -23,15 +22,9 @@ const std::vector<Transport*>& transports() {
   return kAll;
 }
 
-// NCCL_P2P_DISABLE turns off direct access to a peer's memory: in host mode that is the
-// in-process transport (ranks then fall back to shm, like NCCL's P2P -> SHM fallback).
-static bool disabledByP2p(const Transport* t) {
-  return std::string(t->name()) == "local" && env::getInt("NCCL_P2P_DISABLE") != 0;
-}
-
-Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer) {
+Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tuning& tuning) {
   for (Transport* t : transports())
-    if (t->enabled() && !disabledByP2p(t) && t->canConnect(self, peer)) return *t;
+    if (t->enabled(tuning) && t->canConnect(self, peer)) return *t;
   fail(Status::kSystemError, "no transport can connect rank " + std::to_string(self.rank) +
                                  " to rank " + std::to_string(peer.rank) +
                                  " (different hosts need the tcp transport: check NCCL_NET; "
@@ -39,8 +32,10 @@ Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer) {
 }
 
 void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
+  const Tuning defaults;
+  const Tuning& tuning = ctx->tuning ? *ctx->tuning : defaults;
   for (Transport* t : transports())
-    if (t->enabled()) t->publish(ctx, self);
+    if (t->enabled(tuning)) t->publish(ctx, self);
 }
 
 static uint64_t fnv1a(const std::string& s) {
@@ -84,35 +79,6 @@ PeerInfo localPeerInfo(int rank) {
   p.hostHash = hostHash();
   p.processHash = fnv1a(std::to_string(p.hostHash) + ":" + std::to_string(p.pid) + ":" + startTime);
   return p;
-}
-
-std::string segmentName(uint64_t commHash, const std::string& what) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "/weft.%016llx.", static_cast<unsigned long long>(commHash));
-  return buf + what;
-}
-
-struct RankBell::Impl {
-  ShmSegment segment;
-};
-
-RankBell::RankBell(uint64_t commHash, int rank) : impl_(std::make_unique<Impl>()) {
-  impl_->segment = ShmSegment::create(segmentName(commHash, "bell." + std::to_string(rank)),
-                                      sizeof(Doorbell));
-  bell_ = new (impl_->segment.data()) Doorbell;
-  impl_->segment.markReady();
-}
-
-RankBell::~RankBell() = default;
-
-void RankBell::unlink() { impl_->segment.unlink(); }
-
-std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank,
-                                       std::chrono::milliseconds timeout) {
-  // Every peer maps the segment itself, so the bell stays valid whatever order ranks leave in.
-  std::string key = segmentName(commHash, "bell." + std::to_string(rank));
-  auto seg = std::make_shared<ShmSegment>(ShmSegment::open(key, sizeof(Doorbell), timeout));
-  return std::shared_ptr<Doorbell>(seg, static_cast<Doorbell*>(seg->data()));
 }
 
 }  // namespace weft::transport

@@ -1,0 +1,151 @@
+#include "src/exec/task_set.h"
+
+namespace weft::exec {
+namespace {
+
+// Resets the per-task state of one thread's runs for `tasks` tasks.
+std::vector<TaskState>& reusedStates(std::vector<TaskState>& states, size_t tasks) {
+  if (states.size() < tasks) states.resize(tasks);
+  for (size_t i = 0; i < tasks; ++i) {
+    states[i].unit = 0;
+    states[i].stall = {};
+  }
+  return states;
+}
+
+// A link whose peer ended it (a finished peer says goodbye so; a failed one too) fails this
+// rank only where a lane waits on it in vain: a receiver the link holds nothing more for, or a
+// sender without a free slot. A lane that began a step on it but waits on another link is fine.
+bool waitsInVain(transport::Connection* c, bool receiving) {
+  uint32_t bytes = 0, tag = 0;
+  return receiving ? c->recvSlot(&bytes, &tag) == nullptr : c->sendSlot() == nullptr;
+}
+
+}  // namespace
+
+TaskSet::TaskSet(std::vector<Task>& tasks, std::vector<TaskState>& states)
+    : tasks_(tasks), states_(reusedStates(states, tasks.size())) {}
+
+TaskSet::~TaskSet() {
+  for (size_t i = 0; i < tasks_.size(); ++i) states_[i].running = false;
+}
+
+bool TaskSet::startUnit(size_t i) {
+  Task& t = tasks_[i];
+  TaskState& ts = states_[i];
+  while (ts.unit < t.units.size()) {
+    ts.interpreter.start(t.units[ts.unit]);
+    ts.running = true;
+    if (!ts.interpreter.complete()) return true;
+    if (t.units[ts.unit].finish) t.units[ts.unit].finish();
+    ++ts.unit;
+  }
+  ts.running = false;
+  return false;
+}
+
+bool TaskSet::start() {
+  try {
+    for (size_t i = 0; i < tasks_.size(); ++i)
+      if (startUnit(i)) ++active_;
+  } catch (const Error& e) {
+    error_ = {e.code(), e.what(), 0};
+    return false;
+  }
+  return true;
+}
+
+bool TaskSet::poll() {
+  bool progress = false;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    TaskState& ts = states_[i];
+    if (!ts.running) continue;
+    Work& w = tasks_[i].units[ts.unit];
+    if (w.abort && w.abort->load(std::memory_order_relaxed)) {
+      error_ = {Status::kRemoteError, "operation aborted on rank " + std::to_string(w.rank),
+                static_cast<int>(i)};
+      return false;
+    }
+    ts.stall = {};
+    try {
+      if (ts.interpreter.poll(&error_.status, &error_.message, &ts.stall)) progress = true;
+      if (error_.status != Status::kSuccess) {
+        error_.failedTask = static_cast<int>(i);
+        return false;
+      }
+      if (ts.interpreter.complete()) {
+        if (w.finish) w.finish();
+        ++ts.unit;
+        if (!startUnit(i)) --active_;
+        progress = true;
+      }
+    } catch (const Error& e) {
+      error_ = {e.code(), e.what(), static_cast<int>(i)};
+      return false;
+    }
+  }
+  return progress;
+}
+
+bool TaskSet::holdsCore() const {
+  for (size_t i = 0; i < tasks_.size(); ++i)
+    if (states_[i].running && !states_[i].interpreter.holdsCore()) return false;
+  return true;
+}
+
+bool TaskSet::checkPoison() {
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (!states_[i].running) continue;
+    states_[i].interpreter.everyAwaitedLink([&](transport::Connection* c, int peer,
+                                                bool receiving) {
+      if (c->peerEnded()) {
+        if (!waitsInVain(c, receiving)) return true;
+        error_ = {Status::kRemoteError,
+                  "rank " + std::to_string(peer) + " closed its " + c->transportName() +
+                      " link while this rank still waited on it (it exited or gave up)",
+                  static_cast<int>(i)};
+        return false;
+      }
+      if (!c->poisoned()) return true;
+      error_ = {Status::kRemoteError,
+                "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
+                    c->transportName() + " link)",
+                static_cast<int>(i)};
+      return false;
+    });
+    if (failed()) return false;
+  }
+  return true;
+}
+
+bool TaskSet::checkHealth() {
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (!states_[i].running) continue;
+    states_[i].interpreter.everyAwaitedLink([&](transport::Connection* c, int, bool receiving) {
+      if (c->peerEnded() && !waitsInVain(c, receiving)) return true;
+      std::string why;
+      const Status st = c->health(&why);
+      if (st == Status::kSuccess) return true;
+      error_ = {st, why, static_cast<int>(i)};
+      return false;
+    });
+    if (failed()) return false;
+  }
+  return true;
+}
+
+RunResult TaskSet::timedOut(std::chrono::milliseconds timeout) const {
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (!states_[i].running) continue;
+    const Stall& s = states_[i].stall;
+    return {Status::kRemoteError,
+            "rank " + std::to_string(tasks_[i].units[states_[i].unit].rank) + " timed out after " +
+                std::to_string(timeout.count()) + " ms waiting for rank " +
+                std::to_string(s.peer) + " (lane " + std::to_string(s.lane) +
+                "): a peer did not call the matching operation, or is stuck",
+            static_cast<int>(i)};
+  }
+  return {};
+}
+
+}  // namespace weft::exec
