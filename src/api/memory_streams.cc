@@ -93,7 +93,7 @@ static exec::HostStream* hostStream(cudaStream_t stream) {
 WEFT_EXPORT ncclResult_t weftStreamCreate(cudaStream_t* stream) {
   return guard("weftStreamCreate", [&](std::string*) {
     if (!stream) fail(Status::kInvalidArgument, "stream is NULL");
-    *stream = reinterpret_cast<cudaStream_t>(new exec::HostStream);
+    *stream = reinterpret_cast<cudaStream_t>(new exec::HostStream(Tuning::fromEnvironment()));
     return Status::kSuccess;
   });
 }

@@ -10,20 +10,19 @@
 #include "src/bootstrap/tcp_bootstrap.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
 
 namespace weft::bootstrap {
 
-UniqueIdBytes generateUniqueId() {
-  std::string commId = env::get("NCCL_COMM_ID");
-  SocketAddress addr = commId.empty() ? chooseListenAddress() : SocketAddress::parse(commId);
+UniqueIdBytes generateUniqueId(const Tuning& tuning) {
+  const std::string& commId = tuning.commId;
+  SocketAddress addr =
+      commId.empty() ? chooseListenAddress(tuning.socketIfname) : SocketAddress::parse(commId);
   Socket listen = Socket::listen(addr);
   SocketAddress bound = listen.localAddress();
   Secret secret = randomSecret();
-  auto timeout =
-      std::chrono::milliseconds(std::max<int64_t>(1, env::getInt("WEFT_BOOTSTRAP_TIMEOUT_MS")));
+  const auto timeout = tuning.bootstrapTimeout;
   UniqueIdBytes id = encodeUniqueId(bound, secret);
   startRoot(std::move(listen), secret, timeout);
   WEFT_INFO(BOOTSTRAP, "bootstrap: root listening on %s (comm hash %016llx)",
@@ -37,7 +36,8 @@ IdInfo describe(const UniqueIdBytes& id) {
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::create(const UniqueIdBytes& id, int rank, int nranks,
-                                             std::chrono::milliseconds timeout) {
+                                             std::chrono::milliseconds timeout,
+                                             std::chrono::milliseconds callTimeout) {
   DecodedId d = decodeUniqueId(id);
   if (nranks < 1 || nranks > wire::kMaxRanks)
     fail(Status::kInvalidArgument, "bootstrap: nranks " + std::to_string(nranks) +
@@ -105,7 +105,7 @@ std::unique_ptr<Bootstrap> Bootstrap::create(const UniqueIdBytes& id, int rank, 
   conn.close();
 
   auto b = std::make_unique<TcpBootstrap>(rank, nranks, d.secret, std::move(listen),
-                                          std::move(addresses));
+                                          std::move(addresses), callTimeout);
   b->connectRing(deadline, timeout);
   WEFT_INFO(BOOTSTRAP, "%s: joined via %s, listening on %s (comm hash %016llx)", me.c_str(),
             root.c_str(), listenAddress.toString().c_str(),

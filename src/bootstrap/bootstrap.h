@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "src/common/tuning.h"
+
 namespace weft::bootstrap {
 
 inline constexpr size_t kUniqueIdBytes = 128;
@@ -20,7 +22,8 @@ struct UniqueIdBytes {
 // Creates a fresh id: starts a root listener (a background thread that serves one rendezvous,
 // then exits) on NCCL_COMM_ID's address if set, else on the first usable interface (loopback as a
 // last resort), and a random 32-byte secret.
-UniqueIdBytes generateUniqueId();
+// `tuning` gives NCCL_COMM_ID, NCCL_SOCKET_IFNAME and the root's timeout.
+UniqueIdBytes generateUniqueId(const Tuning& tuning = Tuning::fromEnvironment());
 
 // Decoded id, for logs and tests.
 struct IdInfo {
@@ -32,9 +35,11 @@ IdInfo describe(const UniqueIdBytes& id);  // throws Error(kInvalidArgument) on 
 class Bootstrap {
  public:
   // Joins the rendezvous of `id` as `rank` of `nranks`. Throws weft::Error on timeout, a bad id,
-  // nranks mismatch or duplicate ranks. `timeout` bounds the whole rendezvous.
-  static std::unique_ptr<Bootstrap> create(const UniqueIdBytes& id, int rank, int nranks,
-                                           std::chrono::milliseconds timeout);
+  // nranks mismatch or duplicate ranks. `timeout` bounds the whole rendezvous, `callTimeout`
+  // each later exchange (allgather, barrier, send/recv).
+  static std::unique_ptr<Bootstrap> create(
+      const UniqueIdBytes& id, int rank, int nranks, std::chrono::milliseconds timeout,
+      std::chrono::milliseconds callTimeout = Tuning::fromEnvironment().timeout);
   virtual ~Bootstrap() = default;
 
   virtual int rank() const = 0;

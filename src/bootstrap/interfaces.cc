@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
 
@@ -101,8 +100,7 @@ SocketAddress pickAddress(const std::vector<Interface>& interfaces, const std::s
                                      ")");
 }
 
-SocketAddress chooseListenAddress() {
-  std::string spec = env::get("NCCL_SOCKET_IFNAME");
+SocketAddress chooseListenAddress(const std::string& spec) {
   SocketAddress a = pickAddress(listInterfaces(), spec);
   WEFT_INFO(BOOTSTRAP, "bootstrap: using %s%s%s", a.toString().c_str(),
             spec.empty() ? "" : " for NCCL_SOCKET_IFNAME=", spec.c_str());

@@ -36,7 +36,7 @@ class InterfaceFilter {
 // Error(kInvalidArgument) when nothing matches. The result has port 0.
 SocketAddress pickAddress(const std::vector<Interface>& interfaces, const std::string& spec);
 
-// pickAddress(listInterfaces(), NCCL_SOCKET_IFNAME).
-SocketAddress chooseListenAddress();
+// pickAddress(listInterfaces(), ifname), ifname as NCCL_SOCKET_IFNAME gives it.
+SocketAddress chooseListenAddress(const std::string& ifname);
 
 }  // namespace weft::bootstrap

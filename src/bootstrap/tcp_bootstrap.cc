@@ -33,13 +33,14 @@ std::string describeTag(uint32_t channel, int tag) {
 }  // namespace
 
 TcpBootstrap::TcpBootstrap(int rank, int nranks, const Secret& secret, Socket listen,
-                           std::vector<SocketAddress> addresses)
+                           std::vector<SocketAddress> addresses,
+                           std::chrono::milliseconds callTimeout)
     : rank_(rank),
       nranks_(nranks),
       secret_(secret),
       commHash_(secretHash(secret)),
       name_("bootstrap rank " + std::to_string(rank) + "/" + std::to_string(nranks)),
-      timeout_(weft::defaultTimeout()),
+      timeout_(callTimeout),
       listen_(std::move(listen)),
       addresses_(std::move(addresses)) {
   peers_.reserve(static_cast<size_t>(nranks));

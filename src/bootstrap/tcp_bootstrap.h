@@ -28,8 +28,9 @@ class TcpBootstrap final : public Bootstrap {
  public:
   // `listen`: this rank's bound listening socket; `addresses`: every rank's listen address as
   // distributed by the root. Starts the progress thread.
+  // `callTimeout` bounds each exchange after the rendezvous.
   TcpBootstrap(int rank, int nranks, const Secret& secret, Socket listen,
-               std::vector<SocketAddress> addresses);
+               std::vector<SocketAddress> addresses, std::chrono::milliseconds callTimeout);
   ~TcpBootstrap() override;
 
   // Forms the ring and checks that all ranks hold the same address table, within `deadline`

@@ -25,7 +25,5 @@ class Deadline {
   Clock::time_point end_;
 };
 
-// WEFT_TIMEOUT_MS: the default timeout of every blocking wait.
-std::chrono::milliseconds defaultTimeout();
 
 }  // namespace weft

@@ -61,6 +61,7 @@ Tuning Tuning::fromEnvironment() {
   t.shmDisabled = env::getInt("NCCL_SHM_DISABLE") != 0;
   t.localDisabled = env::getInt("WEFT_LOCAL_DISABLE") != 0;
   t.p2pDisabled = env::getInt("NCCL_P2P_DISABLE") != 0;
+  t.commId = env::get("NCCL_COMM_ID");
   t.net = lowerCase(env::get("NCCL_NET"));
   t.socketIfname = env::get("NCCL_SOCKET_IFNAME");
   t.socketFamily = env::get("NCCL_SOCKET_FAMILY");

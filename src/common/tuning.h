@@ -49,7 +49,10 @@ struct Tuning {
   bool localDisabled = false;  // WEFT_LOCAL_DISABLE
   bool p2pDisabled = false;    // NCCL_P2P_DISABLE
 
-  // --- TCP (transports/tcp).
+  // --- Bootstrap (src/bootstrap).
+  std::string commId;  // NCCL_COMM_ID: the root's ip:port instead of a random id
+
+  // --- TCP (transports/tcp) and the bootstrap's interface choice.
   std::string net;            // NCCL_NET
   std::string socketIfname;   // NCCL_SOCKET_IFNAME
   std::string socketFamily;   // NCCL_SOCKET_FAMILY

@@ -64,7 +64,8 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
   enableAsymmetricDoorbells(tuning_.asymmetricFence);  // before any doorbell of it rings
-  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, tuning_.bootstrapTimeout);
+  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, tuning_.bootstrapTimeout,
+                                       tuning_.timeout);
   commHash_ = boot_->commHash();
   fastConns_ = std::make_unique<std::atomic<transport::Connection*>[]>(
       static_cast<size_t>(nranks) * kFastChannels);

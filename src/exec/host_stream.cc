@@ -5,7 +5,6 @@
 #include <set>
 
 #include "src/common/clock.h"
-#include "src/common/env.h"
 
 namespace weft::exec {
 namespace {
@@ -19,16 +18,15 @@ std::set<const void*>& live() {
 template <typename Pred>
 bool HostStream::spinUntil(Pred done) {
   // Short: a stream thread that spins long starves ranks sharing its core.
-  static const uint64_t budgetNs = static_cast<uint64_t>(env::getInt("WEFT_SPIN_US")) * 1000;
   uint64_t start = nowNs();
   while (!done()) {
-    if (nowNs() - start > budgetNs) return false;
+    if (nowNs() - start > spinNs_) return false;
     sched_yield();
   }
   return true;
 }
 
-HostStream::HostStream() {
+HostStream::HostStream(const Tuning& tuning) : spinNs_(tuning.spinNs), timeout_(tuning.timeout) {
   worker_ = std::thread([this] { loop(); });
   std::lock_guard<std::mutex> lock(gLiveMu);
   live().insert(this);
@@ -53,7 +51,7 @@ bool HostStream::isLive(const void* stream) {
 }
 
 Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why) {
-  return enqueue(std::move(fn), why, defaultTimeout());
+  return enqueue(std::move(fn), why, timeout_);
 }
 
 Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why,

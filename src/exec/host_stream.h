@@ -12,11 +12,14 @@
 
 #include "src/common/error.h"
 
+#include "src/common/tuning.h"
+
 namespace weft::exec {
 
 class HostStream {
  public:
-  HostStream();
+  // `tuning` gives the stream's spin budget and the timeout of a launch into a full queue.
+  explicit HostStream(const Tuning& tuning);
   ~HostStream();  // drains pending work first
 
   // Most calls a stream holds queued. A launch beyond them waits for the oldest to finish, as a
@@ -41,7 +44,10 @@ class HostStream {
   void loop();
   // Spins (yielding) up to the spin budget while `done()` is false; true if it became true.
   template <typename Pred>
-  static bool spinUntil(Pred done);
+  bool spinUntil(Pred done);
+
+  const uint64_t spinNs_;
+  const std::chrono::milliseconds timeout_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -116,7 +116,7 @@ TEST(BootstrapInterfaceTest, PicksByDefaultAndBySpec) {
 
 TEST(BootstrapInterfaceTest, HostChoiceIsListenable) {
   EXPECT_FALSE(listInterfaces().empty());
-  SocketAddress a = chooseListenAddress();
+  SocketAddress a = chooseListenAddress("");
   Socket s = Socket::listen(a);
   EXPECT_NE(s.localAddress().port(), 0);
 }

@@ -7,8 +7,8 @@
 namespace weft::bootstrap::test {
 namespace {
 
-// Later-call waits use weft::defaultTimeout() (cached at first use): keep it short in tests so a
-// bug fails the test instead of hanging it.
+// Later-call waits use WEFT_TIMEOUT_MS as Bootstrap::create reads it: keep it short in tests so
+// a bug fails the test instead of hanging it.
 struct ShortDefaultTimeout {
   ShortDefaultTimeout() { ::setenv("WEFT_TIMEOUT_MS", "20000", /*overwrite=*/0); }
 } shortDefaultTimeout;

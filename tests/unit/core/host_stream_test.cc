@@ -14,7 +14,7 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(HostStream, AFullQueueWaitsForRoomThenFailsClearly) {
-  HostStream stream;
+  HostStream stream{Tuning{}};
   std::atomic<bool> started{false}, release{false};
   std::atomic<int> ran{0};
   std::string why;
