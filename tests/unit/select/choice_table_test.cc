@@ -204,9 +204,13 @@ TEST(SelectorChoiceTable, MatchesTheChoicesMeasuredSpeedDependsOn) {
   for (std::string l; std::getline(file, l);) golden.push_back(l);
   ASSERT_EQ(golden.size(), now.size());
   int differ = 0;
-  for (size_t i = 0; i < now.size(); ++i)
+  std::string config;
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (golden[i].rfind("# ", 0) == 0) config = golden[i];
     if (now[i] != golden[i] && ++differ <= 20)
-      ADD_FAILURE() << "choice changed\n  was: " << golden[i] << "\n  now: " << now[i];
+      ADD_FAILURE() << "choice changed (" << config << ")\n  was: " << golden[i]
+                    << "\n  now: " << now[i];
+  }
   EXPECT_EQ(differ, 0) << "lines whose choices changed";
 }
 
