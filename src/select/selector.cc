@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <optional>
@@ -288,21 +290,47 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   return best;
 }
 
+static std::string microseconds(double us) {
+  char text[32];
+  std::snprintf(text, sizeof(text), us < 1e4 ? "%.4g" : "%.0f", us);
+  return text;
+}
+
+// "12.5" where no row applies, "12.5>13.8" where rows changed the model's time, "-" where the
+// algorithm cannot build the call.
+static std::string scoreCell(const Score& score) {
+  if (std::isinf(score.modelUs) || std::isnan(score.modelUs)) return "-";
+  if (score.corrections == 0 || score.us == score.modelUs) return microseconds(score.modelUs);
+  return microseconds(score.modelUs) + ">" + microseconds(score.us);
+}
+
 std::string Selector::table() const {
   std::ostringstream out;
   static const Collective kColls[] = {Collective::kAllReduce,     Collective::kBroadcast,
                                       Collective::kReduce,        Collective::kAllGather,
-                                      Collective::kReduceScatter, Collective::kAlltoAll};
-  out << "algorithm choice for " << nranks_ << " ranks (bytes -> algorithm):";
+                                      Collective::kReduceScatter, Collective::kAlltoAll,
+                                      Collective::kGather,        Collective::kScatter};
+  out << "algorithm scores for " << nranks_ << " ranks on " << hosts_ << " host(s)"
+      << (sharedCores_ ? ", ranks sharing cores" : "")
+      << ": us per call of float32 data out of place from root 0, as synth/model's closed form "
+         "gives it, 'a>b' where rows of src/select/corrections.h make it b; the pick last";
   for (Collective c : kColls) {
-    out << "\n  " << plan::collectiveName(c) << ":";
-    for (uint64_t bytes = 8; bytes <= (1ull << 28); bytes *= 32) {
+    std::vector<Algorithm> columns;
+    for (const auto& [alg, id] : candidates_)
+      if (algo::supports(alg->name, c)) columns.push_back(id);
+    std::ostringstream head;
+    head << "\n  " << std::left << std::setw(14) << plan::collectiveName(c) << std::right;
+    for (Algorithm a : columns) head << " " << std::setw(19) << info(a).name;
+    out << head.str() << "  pick";
+    for (uint64_t bytes = 8; bytes <= (1ull << 30); bytes *= 8) {
       plan::Spec s;
       s.coll = c;
       s.nranks = nranks_;
       s.count = bytes / 4;
       s.elemSize = 4;
-      out << " " << bytes << "->" << choose(s).algorithm;
+      out << "\n  " << std::setw(14) << bytes;
+      for (Algorithm a : columns) out << " " << std::setw(19) << scoreCell(score(a, s));
+      out << "  " << choose(s).algorithm;
     }
   }
   if (library_ && !library_->empty()) out << "\n" << library_->describe();
