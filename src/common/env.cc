@@ -13,7 +13,7 @@ const std::vector<Knob>& knobs() {
       {"NCCL_DEBUG", "WEFT_DEBUG", "WARN", "log level: NONE, VERSION, WARN, INFO, TRACE"},
       {"NCCL_DEBUG_SUBSYS", "WEFT_DEBUG_SUBSYS", "INIT,ENV", "comma list of subsystems (INIT, COLL, P2P, SHM, NET, BOOTSTRAP, ENV, TUNING, ALL; ^ negates)"},
       {"NCCL_DEBUG_FILE", "WEFT_DEBUG_FILE", "", "log file pattern (%h host, %p pid)"},
-      {"NCCL_ALGO", "WEFT_ALGO", "", "algorithm override: ring, tree, rhd, direct, msccl (plan library), synth (synthesized plans); '^x' excludes; 'allreduce:tree;broadcast:ring' per collective"},
+      {"NCCL_ALGO", "WEFT_ALGO", "", "algorithm override: ring, tree, rhd, direct, rsag, fan, hier, msccl (plan library), synth (synthesized plans); '^x' excludes; 'allreduce:tree;broadcast:ring' per collective"},
       {"MSCCL_ALGO_DIR", nullptr, "", "colon-separated directories of MSCCL XML algorithm files (*.xml) loaded into the plan library at init"},
       {"WEFT_PLAN_DIR", nullptr, "", "more colon-separated directories of MSCCL XML plans for the plan library (after MSCCL_ALGO_DIR)"},
       {"WEFT_SYNTH", nullptr, "auto", "synthesized plans at communicator init: 1 on, 0 off, auto = on when the topology has GPUs or several hosts (NCCL_ALGO name: synth)"},

@@ -1,5 +1,6 @@
-// Chooses an algorithm per (collective, size) from a small alpha-beta cost model, unless
-// NCCL_ALGO / WEFT_ALGO says otherwise.
+// Chooses an algorithm per (collective, size) by synth/model's closed-form alpha-beta costs
+// (synth/model/alpha_beta.h), corrected where this machine's measurements overrule them by the one
+// table in src/select/corrections.h, unless NCCL_ALGO / WEFT_ALGO says otherwise.
 #pragma once
 #include <memory>
 #include <string>
@@ -7,7 +8,9 @@
 
 #include "algorithms/registry.h"
 #include "src/plan/plan.h"
+#include "src/select/corrections.h"
 #include "src/select/plan_library.h"
+#include "synth/model/alpha_beta.h"
 
 namespace weft::select {
 
@@ -47,8 +50,16 @@ class AlgoFilter {
   std::vector<Rule> rules_;
 };
 
+// One candidate's cost for a call: what synth/model says, and after the correction table's rows.
+struct Score {
+  Algorithm algorithm = Algorithm::kRing;
+  double modelUs = 0;   // the closed form's time (infinity: the algorithm cannot build the call)
+  double us = 0;        // corrected: the time the choice compares
+  int corrections = 0;  // rows of kCorrections that applied
+};
+
 struct LinkModel {
-  double alphaUs = 1.0;        // per message step
+  double alphaUs = 1.0;                 // per message step
   double betaUsPerByte = 1.0 / 8000.0;  // 8 GB/s
 };
 
@@ -83,10 +94,14 @@ class Selector {
   // Predicted time of `algorithm` in microseconds (infinity if unsupported).
   double predictUs(const std::string& algorithm, const plan::Spec& spec,
                    const CallTraits& call = {}) const;
-  // Printable score table for a few sizes (NCCL_DEBUG=INFO, TUNING).
+  Score score(Algorithm algorithm, const plan::Spec& spec, const CallTraits& call = {}) const;
+  // Printable score table (NCCL_DEBUG=INFO, TUNING): per collective and size, every candidate's
+  // modelled and corrected time and the pick; then the plan libraries.
   std::string table() const;
 
  private:
+  bool applies(const Window& w, const plan::Spec& spec, const CallTraits& call) const;
+
   int nranks_;
   LinkModel model_;
   AlgoFilter filter_;
@@ -95,6 +110,9 @@ class Selector {
   bool sharedCores_ = false;
   std::vector<int> coreOf_;
   LinkModel net_;
+  synth::AlphaBetaView view_;  // what synth/model's closed forms see: model_ and net_ by host
+  // The registry's algorithms in its order (ties go to the earlier), with their ids.
+  std::vector<std::pair<const algo::Algorithm*, Algorithm>> candidates_;
   std::shared_ptr<const PlanLibrary> library_;
   std::shared_ptr<const PlanLibrary> synth_;
   uint64_t slotBytes_ = 128 * 1024;

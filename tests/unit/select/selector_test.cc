@@ -1,10 +1,14 @@
 // The built-in selector's choices on one host, where ranks read each other's memory and a byte
 // costs the memory traffic it causes, and across hosts, where the bytes sent decide.
+#include "src/select/selector.h"
+
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cmath>
+#include <sstream>
 #include <string>
-
-#include "src/select/selector.h"
+#include <vector>
 
 namespace weft::select {
 namespace {
@@ -111,6 +115,62 @@ TEST(Selector, AcrossHostsRsagPaysForTheSharedNetworkLink) {
 TEST(Selector, AlgoFilterForcesRsag) {
   Selector s(4, LinkModel{}, AlgoFilter("rsag"));
   EXPECT_EQ(pick(s, Collective::kAllReduce, 4, 8), "rsag");
+}
+
+// NCCL_DEBUG_SUBSYS=TUNING's table: per collective and size, each candidate's modelled time, the
+// corrected one where rows of the correction table apply, and the pick.
+TEST(Selector, ScoreTableShowsModelCorrectionsAndPick) {
+  Selector s(4, LinkModel{}, AlgoFilter(""));
+  const std::string table = s.table();
+  std::istringstream lines(table);
+  std::string line, coll;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string first;
+    words >> first;
+    if (!first.empty() && !std::isdigit(static_cast<unsigned char>(first[0]))) coll = first;
+    if (first == "allreduce") {
+      EXPECT_NE(line.find("rsag"), std::string::npos) << line;
+      EXPECT_NE(line.find("pick"), std::string::npos) << line;
+    }
+    if (coll != "allreduce" || first.empty() || !std::isdigit(first[0])) continue;
+    ++rows;
+    const uint64_t bytes = std::stoull(first);
+    std::vector<std::string> cells;
+    for (std::string w; words >> w;) cells.push_back(w);
+    // ring, tree, rhd, direct, rsag, hier (no second host: "-"), then the pick.
+    ASSERT_EQ(cells.size(), 7u) << line;
+    EXPECT_EQ(cells.back(), pick(s, Collective::kAllReduce, 4, bytes)) << line;
+    EXPECT_EQ(cells[5], "-") << line;
+    // On one host the ring's bandwidth term is corrected: model>corrected.
+    EXPECT_NE(cells[0].find('>'), std::string::npos) << line;
+    if (bytes >= (1u << 20)) {
+      const double model = std::stod(cells[0]);
+      const double corrected = std::stod(cells[0].substr(cells[0].find('>') + 1));
+      EXPECT_GT(corrected, model) << line;
+    }
+  }
+  EXPECT_EQ(rows, 10);
+}
+
+TEST(Selector, ScoresComeFromSynthModelsClosedForm) {
+  Selector s(4, LinkModel{}, AlgoFilter(""));
+  plan::Spec spec;
+  spec.coll = Collective::kAllGather;
+  spec.nranks = 4;
+  spec.count = 1 << 20;
+  spec.elemSize = 4;
+  synth::AlphaBetaView view;
+  view.nranks = 4;
+  view.local = {LinkModel{}.alphaUs, LinkModel{}.betaUsPerByte};
+  // The ring's allgather has no correction: the selector's time is the model's.
+  const Score ring = s.score(Algorithm::kRing, spec);
+  EXPECT_EQ(ring.corrections, 0);
+  EXPECT_EQ(ring.us, synth::closedForm(synth::Shape::kRing, spec.coll, view, 4 << 20).timeUs(view));
+  // Unsupported: infinite, whatever the rows say.
+  spec.coll = Collective::kAlltoAll;
+  EXPECT_TRUE(std::isinf(s.score(Algorithm::kRing, spec).us));
 }
 
 }  // namespace
