@@ -86,6 +86,7 @@ Plan cutIntoPieces(const Plan& plan, const PieceOptions& options, PieceShape* sh
   out.spec = plan.spec;
   out.inPlaceSafe = plan.inPlaceSafe;
   out.outOfPlaceSafe = plan.outOfPlaceSafe;
+  out.pieces = plan.pieces * K;
   out.programs.resize(plan.programs.size());
   for (size_t r = 0; r < plan.programs.size(); ++r) {
     const Program& in = plan.programs[r];
