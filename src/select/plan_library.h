@@ -69,15 +69,17 @@ class PlanLibrary {
 
   // The plan to use for a call, or nullptr: collective, ranks, root, in/out-of-place, byte window
   // (sizeMultiplier * count * elemSize in [minBytes, maxBytes]) and equal chunks must all match
-  // (and messages that fit a slot, for the rare plan that neither streams nor runs in pieces). Plans without a predicted cost win in the order they were added,
-  // then the lowest predicted cost.
+  // (and messages that fit a slot, for the rare plan that neither streams nor runs in pieces).
+  // Plans without a predicted cost win in the order they were added, then the lowest predicted
+  // cost.
   const LibraryPlan* match(const LibraryQuery& q) const;
 
   bool empty() const { return plans_.empty(); }
   const std::vector<LibraryPlan>& plans() const { return plans_; }
   // One line per plan, for the TUNING log.
   std::string describe() const;
-  // The selection windows, one line each ("allgather, 8 ranks, 33554432-1073741824 bytes, ...").
+  // The plans' names and selection windows, "; "-separated ("'name' (allgather, 8 ranks,
+  // 33554432-1073741824 bytes, out of place only); ..."), or "none".
   std::string windows() const;
 
  private:
