@@ -317,9 +317,11 @@ const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Ch
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     if (plans_.size() > 512) plans_.clear();  // bounded: counts vary in sweeps
+    // Library plans that need buffering run in pieces whose messages fit a slot.
     auto p = choice.chunkPlan
                  ? std::make_shared<const plan::Plan>(select::instantiateLibraryPlan(
-                       *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm))
+                       *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm,
+                       choice.pieces ? ctx_.slotBytes : 0))
                  : std::make_shared<const plan::Plan>(
                        algo::build(choice.algorithm, spec, choice.options));
     it = plans_.emplace(key, std::move(p)).first;
@@ -366,10 +368,11 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
   planFor(spec, choice, &plan);
   if (choice.chunkPlan)
-    WEFT_INFO(TUNING, "rank %d: %s of %lu x %u bytes%s uses %s from %s", rank_,
+    WEFT_INFO(TUNING, "rank %d: %s of %lu x %u bytes%s uses %s from %s%s", rank_,
               plan::collectiveName(spec.coll), static_cast<unsigned long>(spec.count),
               spec.elemSize, inPlace ? " in place" : "", choice.algorithm.c_str(),
-              choice.chunkPlanSource.c_str());
+              choice.chunkPlanSource.c_str(),
+              plan->pieces > 1 ? (" in " + std::to_string(plan->pieces) + " pieces").c_str() : "");
   std::lock_guard<std::mutex> lock(planMu_);
   if (shapePlans_.size() > 512) shapePlans_.clear();  // bounded: counts vary in sweeps
   shapePlans_.emplace(shape, plan);

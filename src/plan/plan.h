@@ -135,6 +135,8 @@ struct Plan {
   // the one user buffer and may write it, so they run only when input and output alias.
   bool outOfPlaceSafe = true;
   std::vector<Program> programs;  // one per rank
+  // How many pieces cutIntoPieces (src/plan/pieces.h) cut the program into (1: run whole).
+  uint64_t pieces = 1;
 };
 
 // Human-readable dump (one line per step), used by tests and weft-synth.

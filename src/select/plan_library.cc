@@ -47,6 +47,13 @@ std::string windowText(const plan::ChunkPlan& p) {
   return o.str();
 }
 
+// How a plan copes with messages larger than a FIFO slot (see plan_library.h).
+const char* sizeNote(bool streams, bool pieces) {
+  if (streams) return "";
+  if (pieces) return "; runs in pieces where its messages exceed a FIFO slot";
+  return "; messages up to one FIFO slot (its pieces fail verification)";
+}
+
 std::vector<std::string> splitDirs(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream s(list);
@@ -79,7 +86,8 @@ struct CachedFile {
   int64_t mtimeNs = -1;
   std::shared_ptr<const plan::ChunkPlan> plan;
   std::string error;
-  bool anySize = false;
+  bool streams = false;
+  bool pieces = false;
 };
 
 std::mutex cacheMu;
@@ -109,7 +117,8 @@ CachedFile loadFile(const std::string& path) {
     plan::ChunkPlan p = plan::importMscclFile(path);
     PlanCheck check = checkLibraryPlan(p, true);
     fresh.error = check.error;
-    fresh.anySize = check.anySize;
+    fresh.streams = check.streams;
+    fresh.pieces = check.pieces;
     if (fresh.error.empty()) fresh.plan = std::make_shared<const plan::ChunkPlan>(std::move(p));
   } catch (const Error& e) {
     fresh.error = e.what();
@@ -117,7 +126,7 @@ CachedFile loadFile(const std::string& path) {
   if (fresh.plan)
     WEFT_INFO(INIT, "plan library: loaded %s: msccl plan '%s' (%s%s)", path.c_str(),
               fresh.plan->name.c_str(), windowText(*fresh.plan).c_str(),
-              fresh.anySize ? "" : "; messages up to one FIFO slot");
+              sizeNote(fresh.streams, fresh.pieces));
   else
     WEFT_WARN(INIT, "plan library: rejected %s: %s", path.c_str(), fresh.error.c_str());
   std::lock_guard<std::mutex> lock(cacheMu);
@@ -132,9 +141,9 @@ bool runsOnOutput(const plan::ChunkPlan& p) {
          (p.coll == plan::Collective::kAllReduce || p.coll == plan::Collective::kAllGather);
 }
 
-plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& cp, uint64_t count, uint32_t elemSize,
-                                  const std::string& algorithm) {
-  plan::Plan p = plan::instantiate(cp, count, elemSize, algorithm);
+// instantiate()'s plan, or for in-place-only allreduce / allgather plans the form that runs on
+// the output buffer.
+static plan::Plan onOutputIfNeeded(const plan::ChunkPlan& cp, plan::Plan p, uint64_t count) {
   if (!runsOnOutput(cp)) return p;
   for (int r = 0; r < p.spec.nranks; ++r) {
     plan::Program& prog = p.programs[r];
@@ -160,6 +169,21 @@ plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& cp, uint64_t count, uin
   }
   p.inPlaceSafe = p.outOfPlaceSafe = true;
   return p;
+}
+
+plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& cp, uint64_t count, uint32_t elemSize,
+                                  const std::string& algorithm, uint64_t pieceBytes,
+                                  plan::PieceShape* shape) {
+  plan::Plan p = onOutputIfNeeded(cp, plan::instantiate(cp, count, elemSize, algorithm), count);
+  if (shape) *shape = plan::PieceShape{};
+  if (pieceBytes == 0) return p;
+  plan::PieceOptions options;
+  options.maxMessageElems = std::max<uint64_t>(1, pieceBytes / std::max<uint32_t>(1, elemSize));
+  // Parts of a chunk start on 64-byte boundaries, as whole slots do.
+  options.alignElems = std::max<uint64_t>(1, 64 / std::max<uint32_t>(1, elemSize));
+  const plan::PieceShape cut = plan::pieceShape(p, options);
+  if (shape) *shape = cut;
+  return cut.unitElems ? plan::cutIntoPieces(p, options) : p;
 }
 
 PlanCheck checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
@@ -202,14 +226,26 @@ PlanCheck checkLibraryPlan(const plan::ChunkPlan& p, bool verify) {
   }
   // Messages longer than the FIFO: each chunk 3 and 5 slices of one chunk-at-smallest-count.
   const uint64_t chunk = plan::chunkElems(p, count);
-  out.anySize = true;
+  out.streams = true;
   for (uint64_t k : {3, 5}) {
     plan::Plan inst = instantiateLibraryPlan(p, k * count, 4);
     plan::VerifyOptions streaming;
     streaming.sliceElems = chunk;
     streaming.fifoSlots = 2;
     if (elementsAt(inst) > kMaxVerifyElements || !plan::verifyMessage(inst, streaming).empty())
-      out.anySize = false;
+      out.streams = false;
+  }
+  if (out.streams) return out;
+  // In pieces, each message one slot of a two-slot FIFO: chunks of 3 slots in 3 pieces, and of 5
+  // slots cut into pieces of 2 (uneven parts).
+  out.pieces = true;
+  for (auto [k, slot] : {std::pair<uint64_t, uint64_t>{3, 1}, {5, 2}}) {
+    plan::Plan inst = instantiateLibraryPlan(p, k * count, 4, "", 4 * slot * chunk);
+    plan::VerifyOptions pieces;
+    pieces.sliceElems = slot * chunk;
+    pieces.fifoSlots = 2;
+    if (elementsAt(inst) > kMaxVerifyElements || !plan::verifyMessage(inst, pieces).empty())
+      out.pieces = false;
   }
   return out;
 }
@@ -220,14 +256,15 @@ const LibraryPlan& PlanLibrary::add(plan::ChunkPlan plan, std::string source, do
   if (!check.error.empty())
     fail(Status::kInvalidArgument, "plan library: " + source + ": " + check.error);
   return addChecked(std::make_shared<const plan::ChunkPlan>(std::move(plan)), std::move(source),
-                    predictedUs, check.anySize);
+                    predictedUs, check.streams, check.pieces);
 }
 
 const LibraryPlan& PlanLibrary::addChecked(std::shared_ptr<const plan::ChunkPlan> plan,
-                                           std::string source, double predictedUs,
-                                           bool anySize) {
+                                           std::string source, double predictedUs, bool streams,
+                                           bool pieces) {
   LibraryPlan e;
-  e.anySize = anySize;
+  e.streams = streams;
+  e.pieces = pieces;
   e.maxStepChunks = maxStepChunks(*plan);
   e.plan = std::move(plan);
   e.source = std::move(source);
@@ -254,7 +291,7 @@ const LibraryPlan* PlanLibrary::match(const LibraryQuery& q) const {
     if (chunk == 0) continue;
     const uint64_t bytes = plan::sizeMultiplier(p.coll, p.nranks) * q.count * q.elemSize;
     if (bytes < p.minBytes || (p.maxBytes != 0 && bytes > p.maxBytes)) continue;
-    if (!e.anySize && e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
+    if (!e.streams && !e.pieces && e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
     if (!best) {
       best = &e;
     } else if (best->predictedUs > 0 &&
@@ -271,9 +308,17 @@ std::string PlanLibrary::describe() const {
   for (const LibraryPlan& e : plans_) {
     o << "\n  msccl '" << e.plan->name << "' (" << windowText(*e.plan) << ") from " << e.source;
     if (e.predictedUs > 0) o << ", predicted " << e.predictedUs << " us";
-    if (!e.anySize) o << ", messages up to one FIFO slot";
+    o << sizeNote(e.streams, e.pieces);
   }
   return o.str();
+}
+
+std::string PlanLibrary::windows() const {
+  std::ostringstream o;
+  for (const LibraryPlan& e : plans_)
+    o << (o.tellp() > 0 ? "; " : "") << "'" << e.plan->name << "' (" << windowText(*e.plan)
+      << ")";
+  return plans_.empty() ? "none" : o.str();
 }
 
 std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dirs) {
@@ -294,7 +339,7 @@ std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dir
     }
     for (const std::string& f : files) {
       CachedFile c = loadFile(f);
-      if (c.plan) lib->addChecked(c.plan, f, 0, c.anySize);
+      if (c.plan) lib->addChecked(c.plan, f, 0, c.streams, c.pieces);
     }
   }
   return lib;
@@ -314,7 +359,8 @@ void addProcessPlan(plan::ChunkPlan plan, std::string source, double predictedUs
     fail(Status::kInvalidArgument, "plan library: " + source + ": " + check.error);
   auto shared = std::make_shared<const plan::ChunkPlan>(std::move(plan));
   std::lock_guard<std::mutex> lock(processMu);
-  processPlans().addChecked(std::move(shared), std::move(source), predictedUs, check.anySize);
+  processPlans().addChecked(std::move(shared), std::move(source), predictedUs, check.streams,
+                            check.pieces);
 }
 
 void clearProcessPlans() {
@@ -331,7 +377,7 @@ std::shared_ptr<const PlanLibrary> libraryFromEnvironment() {
   if (processPlans().empty()) return files;
   auto lib = std::make_shared<PlanLibrary>(*files);
   for (const LibraryPlan& e : processPlans().plans())
-    lib->addChecked(e.plan, e.source, e.predictedUs, e.anySize);
+    lib->addChecked(e.plan, e.source, e.predictedUs, e.streams, e.pieces);
   return lib;
 }
 

@@ -13,10 +13,13 @@
 // Weft's executor runs each step over its whole range (in slot-sized slices), where MSCCL runs
 // the whole program once per slice. The two agree when every message of a step fits one FIFO
 // slot, which is the regime verify() covers when a plan is added. A plan is also verified with
-// every message longer than the FIFO (each chunk 3, then 5 slices; 2 slots): one that
-// passes streams its messages (a receiver is never stuck behind its own send) and is offered at
-// any count; one that needs buffering (MSCCL's allpairs sends a whole message before receiving
-// its peer's) only for counts whose largest message fits the communicator's slot.
+// every message longer than the FIFO (each chunk 3, then 5 slices; 2 slots): one that passes
+// streams its messages (a receiver is never stuck behind its own send) and runs whole at any
+// count. One that needs buffering (MSCCL's allpairs sends a whole message before receiving its
+// peer's) runs in pieces instead wherever its messages exceed the communicator's slot: cut with
+// plan::cutIntoPieces, MSCCL's own slicing, so every message fits a slot. Its pieced form is
+// verified when it is added; a plan whose pieces fail too (a step over many chunks sending more
+// messages than two slots hold before it receives) keeps to counts whose messages fit a slot.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "src/plan/chunk_plan.h"
+#include "src/plan/pieces.h"
 
 namespace weft::select {
 
@@ -33,7 +37,8 @@ struct LibraryPlan {
   std::string source;        // file path, or what added it ("synth:ring", ...)
   double predictedUs = 0;    // 0: none; such plans (files) are used whenever they match
   uint64_t maxStepChunks = 0;  // the largest `count` of any step, in chunks
-  bool anySize = false;        // messages may be longer than the FIFO (see above)
+  bool streams = false;        // runs whole with messages longer than the FIFO (see above)
+  bool pieces = false;         // runs in pieces where its messages exceed a slot (see above)
   int id = 0;                // unique in its library (plan cache keys)
 };
 
@@ -60,18 +65,22 @@ class PlanLibrary {
                          bool verify = true);
   // Adds an already checked entry (from the process-wide file cache).
   const LibraryPlan& addChecked(std::shared_ptr<const plan::ChunkPlan> plan, std::string source,
-                                double predictedUs, bool anySize);
+                                double predictedUs, bool streams, bool pieces);
 
   // The plan to use for a call, or nullptr: collective, ranks, root, in/out-of-place, byte window
-  // (sizeMultiplier * count * elemSize in [minBytes, maxBytes]), equal chunks and messages that
-  // fit a slot must all match. Plans without a predicted cost win in the order they were added,
-  // then the lowest predicted cost.
+  // (sizeMultiplier * count * elemSize in [minBytes, maxBytes]) and equal chunks must all match
+  // (and messages that fit a slot, for the rare plan that neither streams nor runs in pieces).
+  // Plans without a predicted cost win in the order they were added, then the lowest predicted
+  // cost.
   const LibraryPlan* match(const LibraryQuery& q) const;
 
   bool empty() const { return plans_.empty(); }
   const std::vector<LibraryPlan>& plans() const { return plans_; }
   // One line per plan, for the TUNING log.
   std::string describe() const;
+  // The plans' names and selection windows, "; "-separated ("'name' (allgather, 8 ranks,
+  // 33554432-1073741824 bytes, out of place only); ..."), or "none".
+  std::string windows() const;
 
  private:
   std::vector<LibraryPlan> plans_;
@@ -81,14 +90,18 @@ class PlanLibrary {
 // What add() finds out about a plan.
 struct PlanCheck {
   std::string error;     // "" when the plan may be used, else the reason
-  bool anySize = false;  // verified with messages longer than the FIFO (false without `verify`)
+  bool streams = false;  // verified with messages longer than the FIFO (false without `verify`)
+  bool pieces = false;   // its pieced form verified (false without `verify`, or when it streams)
 };
 PlanCheck checkLibraryPlan(const plan::ChunkPlan& plan, bool verify);
 
 // The Plan a library entry runs for `count` elements: instantiate(), and for in-place-only
-// allreduce / allgather plans the form that runs on the output buffer (see above).
+// allreduce / allgather plans the form that runs on the output buffer (see above). With
+// `pieceBytes` > 0 the plan is cut into pieces whose messages hold at most that many bytes
+// (where its messages are larger); `shape` tells how.
 plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& plan, uint64_t count, uint32_t elemSize,
-                                  const std::string& algorithm = "");
+                                  const std::string& algorithm = "", uint64_t pieceBytes = 0,
+                                  plan::PieceShape* shape = nullptr);
 // Whether instantiateLibraryPlan runs `plan` on the output buffer.
 bool runsOnOutput(const plan::ChunkPlan& plan);
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "src/common/error.h"
 #include "src/common/log.h"
 
 namespace weft::select {
@@ -234,6 +235,19 @@ void Selector::setSynthesized(std::shared_ptr<const PlanLibrary> library, uint64
   slotBytes_ = slotBytes;
 }
 
+// Why a call that NCCL_ALGO leaves to library plans has none.
+static std::string noLibraryPlan(const LibraryQuery& q, const PlanLibrary* files,
+                                 const PlanLibrary* synth) {
+  std::ostringstream o;
+  o << "NCCL_ALGO allows only plan library algorithms for " << plan::collectiveName(q.coll)
+    << ", and no plan matches this call: " << q.nranks << " ranks, "
+    << plan::sizeMultiplier(q.coll, q.nranks) * q.count * q.elemSize << " bytes ("
+    << q.count << " x " << q.elemSize << "), " << (q.inPlace ? "in place" : "out of place")
+    << "; windows loaded: " << (files ? files->windows() : "none");
+  if (synth && !synth->empty()) o << "; synthesized: " << synth->windows();
+  return o.str();
+}
+
 Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   Choice best;
   double bestTime = std::numeric_limits<double>::infinity();
@@ -277,6 +291,7 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
     lib.algorithm = std::string(prefix) + ":" + hit.plan->name + "#" + std::to_string(hit.id);
     lib.chunkPlan = hit.plan;
     lib.chunkPlanSource = hit.source;
+    lib.pieces = !hit.streams && hit.pieces;
     return lib;
   };
   if (library_ && !library_->empty() && filter_.allows(spec.coll, kLibraryAlgorithm)) {
@@ -287,6 +302,9 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   if (synth_ && !synth_->empty() && filter_.allows(spec.coll, kSynthAlgorithm)) {
     if (const LibraryPlan* hit = synth_->match(q)) return libraryChoice(kSynthAlgorithm, *hit);
   }
+  if (forced && (filter_.allows(spec.coll, kLibraryAlgorithm) ||
+                 filter_.allows(spec.coll, kSynthAlgorithm)))
+    fail(Status::kInvalidUsage, noLibraryPlan(q, library_.get(), synth_.get()));
   return best;
 }
 
@@ -328,9 +346,15 @@ std::string Selector::table() const {
       s.nranks = nranks_;
       s.count = bytes / 4;
       s.elemSize = 4;
+      std::string algorithm;
+      try {
+        algorithm = choose(s).algorithm;
+      } catch (const Error&) {
+        algorithm = "none";  // NCCL_ALGO allows only library plans, and none matches
+      }
       out << "\n  " << std::setw(14) << bytes;
       for (Algorithm a : columns) out << " " << std::setw(19) << scoreCell(score(a, s));
-      out << "  " << choose(s).algorithm;
+      out << "  " << algorithm;
     }
   }
   if (library_ && !library_->empty()) out << "\n" << library_->describe();

@@ -20,6 +20,8 @@ struct Choice {
   // A plan library entry to instantiate instead of building `algorithm`.
   std::shared_ptr<const plan::ChunkPlan> chunkPlan;
   std::string chunkPlanSource;
+  // Run the library plan in slot-sized pieces where its messages exceed a slot (plan_library.h).
+  bool pieces = false;
 };
 
 // What the selector needs to know about a call beyond its Spec.
@@ -69,7 +71,9 @@ class Selector {
   Choice choose(const plan::Spec& spec) const { return choose(spec, CallTraits{}); }
   // A library plan when one matches the call (and NCCL_ALGO allows "msccl"): without a
   // predicted cost it is taken as is (MSCCL's rule for loaded files), with one only when it beats
-  // the best built-in algorithm's prediction. Otherwise the best built-in algorithm.
+  // the best built-in algorithm's prediction. Otherwise the best built-in algorithm, unless
+  // NCCL_ALGO allows only library plans ("msccl", "synth") for the collective: then, like NCCL
+  // with a forced algorithm it cannot use, throws weft::Error(kInvalidUsage) saying why.
   Choice choose(const plan::Spec& spec, const CallTraits& call) const;
   // Plans to offer; `slotBytes` is the FIFO slot of the communicator (see plan_library.h).
   void setLibrary(std::shared_ptr<const PlanLibrary> library, uint64_t slotBytes);

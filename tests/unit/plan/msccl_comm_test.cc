@@ -244,9 +244,9 @@ TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
   EXPECT_EQ(occurrences(log.text(), "uses msccl:allreduce_pairs"), 8u);
 }
 
-TEST(PlanLibraryComm, BufferingPlansOnlyWhereMessagesFitOneSlot) {
+TEST(PlanLibraryComm, BufferingPlansRunInPiecesPastOneSlot) {
   // Two ranks that each send half their input before receiving the other's (as MSCCL's allpairs
-  // does): the send must fit the FIFO.
+  // does): messages past a slot would block both ranks, so the plan runs in pieces there.
   std::string x =
       "<algo name=\"pair\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"2\" ngpus=\"2\" "
       "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">\n";
@@ -272,11 +272,16 @@ TEST(PlanLibraryComm, BufferingPlansOnlyWhereMessagesFitOneSlot) {
     expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 4096, 0, inPlace});
   }
   const std::string text = log.text();
-  EXPECT_NE(text.find("in place, run on the output; messages up to one FIFO slot"),
+  EXPECT_NE(text.find("in place, run on the output; runs in pieces where its messages exceed a "
+                      "FIFO slot"),
             std::string::npos)
       << text;
   EXPECT_EQ(occurrences(text, "allreduce of 2048 x 4 bytes"), 4u) << text;
-  EXPECT_EQ(occurrences(text, "allreduce of 4096 x 4 bytes"), 0u);
+  EXPECT_EQ(occurrences(text, "allreduce of 4096 x 4 bytes"), 4u);
+  EXPECT_EQ(occurrences(text, "in 2 pieces"), 4u) << "the 2048-float calls run whole";
+  EXPECT_EQ(occurrences(text, "uses msccl:pair#0 from " + dir.path() + "/pair.xml in 2 pieces"),
+            4u)
+      << text;
 }
 
 TEST(PlanLibraryComm, StreamingFilesRunWithSmallSlots) {
@@ -358,8 +363,12 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
                  {"NCCL_ALGO", "msccl"}});
   {
     Comms comms(2);
-    // Nothing loaded, so the forced "msccl" falls back to the built-in choice.
-    expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 64, 0, true});
+    // Nothing loaded, so the forced "msccl" has no plan to run: the call fails, as NCCL's do
+    // with a forced algorithm they cannot use.
+    CheckResult r =
+        runCheck(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 64, 0, true});
+    EXPECT_EQ(r.status, ncclInvalidUsage) << r.message;
+    EXPECT_NE(r.message.find("windows loaded: none"), std::string::npos) << r.message;
   }
   const std::string text = log.text();
   EXPECT_NE(text.find("rejected " + broken + ": " + broken + ":1: XML parse error"),

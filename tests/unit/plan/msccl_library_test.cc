@@ -69,7 +69,8 @@ TEST(PlanLibrary, AddChecksThePlan) {
   EXPECT_EQ(lib.plans().size(), 2u);
   EXPECT_NE(checkLibraryPlan(broken, true).error, "");
   EXPECT_EQ(checkLibraryPlan(pair(true), true).error, "");
-  EXPECT_FALSE(lib.plans()[0].anySize) << "both ranks send a whole chunk before receiving";
+  EXPECT_FALSE(lib.plans()[0].streams) << "both ranks send a whole chunk before receiving";
+  EXPECT_TRUE(lib.plans()[0].pieces) << "in pieces, each message fits a slot";
 }
 
 TEST(PlanLibrary, MatchRules) {
@@ -98,11 +99,58 @@ TEST(PlanLibrary, MatchRules) {
   ASSERT_NE(ipOnly.match(q), nullptr);
   EXPECT_TRUE(runsOnOutput(*ipOnly.match(q)->plan));
   EXPECT_FALSE(runsOnOutput(pair(false)));
-  // Messages must fit one FIFO slot: 64 floats in 2 chunks = 128-byte messages.
+  // 64 floats in 2 chunks = 128-byte messages: past a 124-byte slot the plan runs in pieces, so
+  // its window alone decides.
   q = query(64, false);
   q.slotBytes = 128;
   EXPECT_NE(lib.match(q), nullptr);
   q.slotBytes = 124;
+  EXPECT_NE(lib.match(q), nullptr);
+}
+
+// A 2-rank allgather whose ranks copy their 3 input chunks one at a time but send all 3 in one
+// step before receiving the peer's: a piece of that send is 3 messages, more than two slots
+// hold, so neither whole nor in pieces does it run with messages past a slot.
+plan::ChunkPlan bulkPair() {
+  plan::ChunkPlan p;
+  p.name = "bulk";
+  p.coll = plan::Collective::kAllGather;
+  p.nranks = 2;
+  p.chunksPerLoop = 6;
+  p.inPlace = false;
+  using plan::Op;
+  for (int r = 0; r < 2; ++r) {
+    const int peer = 1 - r;
+    plan::ChunkProgram prog;
+    prog.inputChunks = 3;
+    prog.outputChunks = 6;
+    plan::Lane copies{0, {}};
+    for (uint64_t c = 0; c < 3; ++c)
+      copies.steps.push_back(plan::Step{Op::kCopy, -1, -1, {plan::kInput, c},
+                                        {plan::kOutput, 3 * static_cast<uint64_t>(r) + c}, 1, {}});
+    plan::Lane exchange{0, {plan::Step{Op::kSend, peer, -1, {plan::kInput, 0}, {}, 3, {}},
+                            plan::Step{Op::kRecv, -1, peer, {},
+                                       {plan::kOutput, 3 * static_cast<uint64_t>(peer)}, 3, {}}}};
+    prog.lanes = {copies, exchange};
+    p.programs.push_back(prog);
+  }
+  return p;
+}
+
+TEST(PlanLibrary, PlansWhosePiecesFailKeepToOneSlot) {
+  PlanLibrary lib;
+  lib.add(bulkPair(), "bulk");
+  EXPECT_FALSE(lib.plans()[0].streams);
+  EXPECT_FALSE(lib.plans()[0].pieces);
+  EXPECT_NE(lib.describe().find("messages up to one FIFO slot (its pieces fail verification)"),
+            std::string::npos)
+      << lib.describe();
+  // 96 floats: chunks of 32, messages of 3 chunks = 384 bytes.
+  LibraryQuery q = query(96, false);
+  q.coll = plan::Collective::kAllGather;
+  q.slotBytes = 384;
+  EXPECT_NE(lib.match(q), nullptr);
+  q.slotBytes = 380;
   EXPECT_EQ(lib.match(q), nullptr);
 }
 
@@ -178,14 +226,18 @@ TEST(PlanLibrary, StreamingPlansHaveNoSlotLimit) {
   plan::ChunkPlan p = split();
   PlanLibrary lib;
   lib.add(p, "split");
-  EXPECT_TRUE(lib.plans()[0].anySize);
+  EXPECT_TRUE(lib.plans()[0].streams);
+  EXPECT_FALSE(lib.plans()[0].pieces) << "runs whole";
   LibraryQuery q = query(1 << 20, false);
   q.slotBytes = 4096;
   EXPECT_NE(lib.match(q), nullptr);
   lib.add(pair(false), "pair");
-  EXPECT_FALSE(lib.plans()[1].anySize);
-  EXPECT_NE(lib.describe().find("from pair, messages up to one FIFO slot"), std::string::npos);
-  EXPECT_EQ(lib.describe().find("from split, messages"), std::string::npos);
+  EXPECT_FALSE(lib.plans()[1].streams);
+  EXPECT_NE(lib.describe().find("from pair; runs in pieces where its messages exceed a FIFO slot"),
+            std::string::npos)
+      << lib.describe();
+  EXPECT_EQ(lib.describe().find("from split;"), std::string::npos);
+  EXPECT_EQ(lib.describe().find("messages up to one FIFO slot"), std::string::npos);
 }
 
 TEST(PlanLibrary, PreferenceFilesFirstThenCheapest) {
@@ -235,8 +287,25 @@ TEST(PlanLibrary, SelectorWeighsPredictedCosts) {
   Selector forced(2, LinkModel{}, AlgoFilter("msccl"));
   forced.setLibrary(dear, 128 * 1024);
   EXPECT_EQ(forced.choose(spec(64), CallTraits{}).algorithm, "msccl:dear#0");
-  EXPECT_EQ(forced.choose(spec(63), CallTraits{}).chunkPlan, nullptr) << "falls back";
-  EXPECT_FALSE(forced.choose(spec(63), CallTraits{}).algorithm.empty());
+  // 63 floats do not split into 2 chunks: no plan, and NCCL_ALGO allows nothing else.
+  try {
+    forced.choose(spec(63), CallTraits{});
+    ADD_FAILURE() << "a forced msccl without a plan ran something else";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::kInvalidUsage);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("no plan matches this call: 2 ranks, 252 bytes (63 x 4), out of place"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("windows loaded: 'dear' (allreduce, 2 ranks, 0-any bytes, out of place only)"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_NE(forced.table().find("->none"), std::string::npos) << "the table survives";
+  // Names Weft does not know leave no algorithm either, but no library was asked for: the
+  // model's choice runs, as before.
+  Selector unknown(2, LinkModel{}, AlgoFilter("nvls"));
+  EXPECT_FALSE(unknown.choose(spec(63), CallTraits{}).algorithm.empty());
 
   for (const char* filter : {"^msccl", "ring", "allreduce:^msccl", "allreduce:ring;msccl"}) {
     Selector no(2, LinkModel{}, AlgoFilter(filter));
