@@ -25,7 +25,7 @@ struct LocalRank {
 };
 
 struct PlacementResult {
-  int cpus = 0;                // CPUs the host's ranks may use together
+  int cpus = 0;                 // CPUs the host's ranks may use together
   bool oversubscribed = false;  // more ranks than those CPUs
   int pinnedCore = -1;          // the core this thread was bound to, -1 if not pinned
 };
@@ -39,12 +39,11 @@ int coreForSlot(int slot, int slots, int cores);
 // WEFT_PIN=1 (the default), binds the calling thread to one core when that helps: this process
 // drives exactly one of the ranks, no launcher bound it already (its mask is everyone's union),
 // and no earlier communicator of this process pinned it. Ranks that outnumber the cores are
-// pinned round-robin too unless WEFT_PIN_SHARED=0. Unpinned, 4 ranks on 2 cores ran fast or
-// slow from run to run (alltoall 1 MiB 175 or 255-270 us a call; allreduce 1 MiB 245-363,
-// allgather 1 KiB 2.8-4.4, reduce-scatter 1 KiB 3.3-4.8), pinned steadily at the fast end
-// (165-180; 244-260; 2.8-3.0; 3.3). Only a chained broadcast loses a little: its forwarding rank
-// waits for the core its root keeps busy (512 B 1.0-1.2 us pinned, 0.7-1.1 unpinned; from tens of
-// KiB broadcasts go direct, 32 KiB 4.8-5.4 pinned against 4.8-5.9).
+// pinned round-robin too unless WEFT_PIN_SHARED=0: unpinned, ranks that outnumber the cores run
+// fast or slow from run to run as the scheduler places them, pinned steadily at the fast end.
+// Only a chained broadcast loses a little, its forwarding rank waiting for the core its root
+// keeps busy, so larger broadcasts go direct (see perf/README.md, Pinning ranks that share
+// cores).
 PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self);
 
 // Forgets that a communicator of this process pinned its rank, so the next placement may pin
