@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -27,6 +28,18 @@ class Comms {
  private:
   std::vector<ncclComm_t> comms_;
 };
+
+// Runs body(rank, comm) on one thread per rank of fresh communicators of n ranks, then destroys
+// them.
+template <class F>
+void onRanks(int n, F body) {
+  std::vector<ncclComm_t> comms(n);
+  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, comms[r]); });
+  for (auto& t : threads) t.join();
+  for (auto c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
 
 // Runs `c` on every rank and expects success and exact results.
 inline void expectExact(const std::vector<ncclComm_t>& comms, const CheckCase& c) {
