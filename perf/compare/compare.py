@@ -297,10 +297,10 @@ def weft_results(coll, n, rows, iters, spell=(None, None)):
 #
 # A virtual machine's speed changes with where the hypervisor puts its virtual CPUs: a cache line
 # crosses between two of them several times faster for a while, then slower, and back, every few
-# seconds to minutes (perf/probes/line_round_trip.h; see perf/README.md, Spells). Latency-bound cells move with it
-# several-fold, so every measurement is tagged with a reading of the round trip taken just before
-# and just after it (the peer benchmarks take theirs between sizes, with the other ranks asleep),
-# and each cell compares runs made in the same spell (see spell_matched).
+# seconds to minutes (perf/probes/line_round_trip.h; see perf/README.md, "Spells"). Latency-bound
+# cells move with it several-fold, so every measurement is tagged with a reading of the round trip
+# taken just before and just after it (the peer benchmarks take theirs between sizes, with the
+# other ranks asleep), and each cell compares runs made in the same spell (see spell_matched).
 
 SPELL_TRIPS = 4000  # a steady reading that stays within one spell
 SPELL_MIN_SPREAD = 1.5  # two spells only when their typical round trips differ this much

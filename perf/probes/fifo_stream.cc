@@ -3,8 +3,8 @@
 // Separates what the transport costs per small message from what a whole collective call costs.
 //   fifo_stream [messages [bytes [work [cpuA cpuB]]]]   (default: 2000000 8 0 0 1)
 // `work`: iterations of a dependent store/load loop each side runs per message (a few cycles
-// each), standing in for the rest of a call (see perf/README.md, Where an 8 B broadcast call's
-// time goes).
+// each), standing in for the rest of a call (see perf/README.md, "Where an 8 B broadcast call's
+// time goes").
 #include <pthread.h>
 #include <sched.h>
 

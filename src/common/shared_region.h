@@ -22,7 +22,7 @@ bool findSharedRegion(const void* ptr, size_t bytes, SharedRegion* out);
 // Accesses every page of a new mapping once. Populated page-table entries are not yet used
 // ones: under a hypervisor that shadows the guest's page tables the first access through each
 // traps, and a collective reading a fresh window of a peer's region would pay those traps inside
-// the call, several times its own cost (see perf/README.md, First touches).
+// the call, several times its own cost (see perf/README.md, "First touches").
 // A writable mapping is touched with an atomic add of zero: it marks the page written without
 // changing a byte, whatever another process writes there meanwhile.
 void touchPages(void* p, size_t bytes, bool writable);

@@ -42,8 +42,7 @@ int coreForSlot(int slot, int slots, int cores);
 // pinned round-robin too unless WEFT_PIN_SHARED=0: unpinned, ranks that outnumber the cores run
 // fast or slow from run to run as the scheduler places them, pinned steadily at the fast end.
 // Only a chained broadcast loses a little, its forwarding rank waiting for the core its root
-// keeps busy, so larger broadcasts go direct (see perf/README.md, Pinning ranks that share
-// cores).
+// keeps busy, so larger broadcasts go direct. See perf/README.md, "Pinning ranks".
 PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self);
 
 // Forgets that a communicator of this process pinned its rank, so the next placement may pin

@@ -28,7 +28,7 @@ void* memAlloc(size_t bytes) {
   }
   // Backed and mapped at once, as device memory is at cudaMalloc: touched for the first time
   // inside a collective, each 4 KiB would cost a fault and a page clear there, many times the
-  // call's own work (see perf/README.md, First touches), and memory the machine cannot give
+  // call's own work (see perf/README.md, "First touches"), and memory the machine cannot give
   // fails here, not as a SIGBUS mid-call.
   if (int e = posix_fallocate(fd, 0, static_cast<off_t>(rounded)); e != 0) {
     close(fd);

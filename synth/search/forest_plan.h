@@ -37,7 +37,7 @@ struct TreeJob {
 // `roundUp`: the large size rounded up, so there are at most about `steady` pieces even where
 // they are a chunk or two (rounded down, a job of fewer than 2 x steady chunks gets a piece per
 // chunk, and pieces that small pay a network hop's latency every few FIFO slots; see
-// perf/README.md, Synthesized plan layouts (simulated)).
+// perf/README.md, "Simulated plan layouts").
 std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady, bool roundUp = false);
 
 // The root of a parent array, or -1 when it is not a spanning tree (one root, no cycles).

@@ -242,7 +242,7 @@ Timed timeCalls(const Options& o, Run&& run, Barrier&& barrier, Slowest&& slowes
 // so that no rank competes with the probe's threads for a core; every rank then enters the
 // library's barrier. Rank 0 gets the round trip in ns, or -1 where it cannot pin two CPUs; the
 // other ranks get -1.
-// Enough trips for a steady reading, few enough to stay within a spell (perf/README.md, Spells).
+// Enough trips for a steady reading, few enough to stay within a spell (perf/README.md, "Spells").
 constexpr long kSpellTrips = 4000;
 constexpr useconds_t kSpellQuietUs = 20000;  // how long the other ranks stay off the CPUs
 constexpr useconds_t kSpellSettleUs = 1000;  // for the others to leave the last call first
