@@ -33,9 +33,10 @@ ENV_READERS = [
     # the knob registry
     "src/common/env.cc",
     "src/common/env.h",
-    # init: the API entry and the communicator
+    # init: the API entry, the communicator, and the Tuning it fills from the registry
     "src/api/launch.cc",
     "src/core/communicator.cc",
+    "src/common/tuning.cc",
     # TODAY's other readers, to be moved behind init
     "src/bootstrap/bootstrap.cc",
     "src/bootstrap/interfaces.cc",
