@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "src/common/env.h"
+#include "src/common/host_id.h"
 #include "src/common/log.h"
 
 namespace weft::transport {
@@ -36,28 +37,6 @@ void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
   const Tuning& tuning = ctx->tuning ? *ctx->tuning : defaults;
   for (Transport* t : transports())
     if (t->enabled(tuning)) t->publish(ctx, self);
-}
-
-static uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-static uint64_t hostHash() {
-  static const std::string base = [] {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    std::string id = host;
-    std::ifstream boot("/proc/sys/kernel/random/boot_id");
-    std::string bootId;
-    if (boot >> bootId) id += bootId;
-    return id;
-  }();
-  // Network-namespace "hosts" share hostname and boot id; WEFT_HOST_ID tells them apart. Read per
-  // call: a forked test process may set it after its parent computed the base.
-  std::string override = env::get("WEFT_HOST_ID");
-  return fnv1a(override.empty() ? base : base + "/" + override);
 }
 
 PeerInfo localPeerInfo(int rank) {

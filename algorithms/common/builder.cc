@@ -69,15 +69,16 @@ Step recvReduceCopySendStep(int from, int to, Ref src, Ref dst, uint64_t n) {
   return make(Op::kRecvReduceCopySend, from, to, src, dst, n);
 }
 Step copyStep(Ref src, Ref dst, uint64_t n) { return make(Op::kCopy, -1, -1, src, dst, n); }
+Step reduceStep(Ref src, Ref dst, uint64_t n) { return make(Op::kReduce, -1, -1, src, dst, n); }
 
-int addLane(plan::Program& p, int channel) {
-  p.lanes.emplace_back();
-  p.lanes.back().channel = channel;
-  return static_cast<int>(p.lanes.size()) - 1;
+int addLane(std::vector<plan::Lane>& lanes, int channel) {
+  lanes.emplace_back();
+  lanes.back().channel = channel;
+  return static_cast<int>(lanes.size()) - 1;
 }
 
-plan::StepRef addStep(plan::Program& p, int lane, Step s) {
-  auto& steps = p.lanes[lane].steps;
+plan::StepRef addStep(std::vector<plan::Lane>& lanes, int lane, Step s) {
+  auto& steps = lanes[lane].steps;
   steps.push_back(std::move(s));
   return {lane, static_cast<int32_t>(steps.size()) - 1};
 }

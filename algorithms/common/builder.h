@@ -1,6 +1,7 @@
 // Helpers shared by the Plan generators: chunking, step constructors, trivial plans.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -35,11 +36,17 @@ plan::Step recvReduceSendStep(int from, int to, plan::Ref src, uint64_t n);
 plan::Step recvReduceCopyStep(int from, plan::Ref src, plan::Ref dst, uint64_t n);
 plan::Step recvReduceCopySendStep(int from, int to, plan::Ref src, plan::Ref dst, uint64_t n);
 plan::Step copyStep(plan::Ref src, plan::Ref dst, uint64_t n);
+// Reduces n elements of src into dst, both local.
+plan::Step reduceStep(plan::Ref src, plan::Ref dst, uint64_t n);
 
-// Adds a lane on `channel`; returns its index.
-int addLane(plan::Program& p, int channel);
+// Adds a lane on `channel`; returns its index. The lane-list forms serve plan::ChunkProgram too.
+int addLane(std::vector<plan::Lane>& lanes, int channel);
+inline int addLane(plan::Program& p, int channel) { return addLane(p.lanes, channel); }
 // Appends `s` to lane `lane`; returns where it went.
-plan::StepRef addStep(plan::Program& p, int lane, plan::Step s);
+plan::StepRef addStep(std::vector<plan::Lane>& lanes, int lane, plan::Step s);
+inline plan::StepRef addStep(plan::Program& p, int lane, plan::Step s) {
+  return addStep(p.lanes, lane, std::move(s));
+}
 
 // Throws weft::Error(kInvalidArgument) for a spec no generator can build (bad nranks, root,
 // elemSize or channel count).

@@ -295,14 +295,14 @@ def weft_results(coll, n, rows, iters, spell=(None, None)):
 # ---------------------------------------------------------------------------------------------
 # Spells
 #
-# A virtual machine's speed changes with where the hypervisor puts its virtual CPUs: on this kind
-# of host a cache line crosses between the two in ~60 ns for a while, then ~300 ns, and back,
-# every few seconds to minutes (perf/probes/line_round_trip.h). Latency-bound cells move with it
-# several-fold, so every measurement is tagged with a reading of the round trip taken just before
-# and just after it (the peer benchmarks take theirs between sizes, with the other ranks asleep),
-# and each cell compares runs made in the same spell (see spell_matched).
+# A virtual machine's speed changes with where the hypervisor puts its virtual CPUs: a cache line
+# crosses between two of them several times faster for a while, then slower, and back, every few
+# seconds to minutes (perf/probes/line_round_trip.h; see perf/README.md, "Spells"). Latency-bound
+# cells move with it several-fold, so every measurement is tagged with a reading of the round trip
+# taken just before and just after it (the peer benchmarks take theirs between sizes, with the
+# other ranks asleep), and each cell compares runs made in the same spell (see spell_matched).
 
-SPELL_TRIPS = 4000  # ~0.5 ms in a fast spell, ~3 ms in a slow one
+SPELL_TRIPS = 4000  # a steady reading that stays within one spell
 SPELL_MIN_SPREAD = 1.5  # two spells only when their typical round trips differ this much
 SPELL_VALLEY_SHARE = 0.05  # and few readings fall between them
 
@@ -951,7 +951,8 @@ def main():
                          "that collective's sweep; its partial row is kept)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: sizes 8,64K,1M,16M, 2 ranks, 0.1 s per size")
-    ap.add_argument("--out", help="output dir (default: BUILD/perf/results/<UTC timestamp>)")
+    ap.add_argument("--out", help="output dir, outside the source tree or in a build folder "
+                    "(default: BUILD/perf/results/<UTC timestamp>)")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--report", metavar="DIR",
                     help="measure nothing: print the tables and redraw the plots of the run in DIR")
@@ -986,7 +987,11 @@ def main():
             s *= max(2, args.step)
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out_dir = os.path.abspath(args.out or os.path.join(args.build, "perf", "results", stamp))
+    out_dir = results_dir(args.out, args.build, stamp)
+    if not out_dir:
+        sys.exit("--out %s is inside the source tree: results go in a build directory or outside "
+                 "the checkout (what a run found goes into perf/README.md's benchmark log)"
+                 % args.out)
     os.makedirs(out_dir, exist_ok=True)
     log = Log(os.path.join(out_dir, "run.log"))
     runner = Runner(out_dir, log)
@@ -1046,6 +1051,21 @@ def main():
     log("done: %s" % out_dir)
     wrong = any(not good(r) for r in results)
     return 1 if wrong or runner.failures else 0
+
+
+def results_dir(out, build, stamp):
+    """Where a run writes: `out`, or BUILD/perf/results/<stamp>. Never the source tree outside a
+    build folder (BUILD, or a top-level build* folder): result files committed there pile up,
+    and the benchmark log of perf/README.md keeps what a run found. Returns None for such an
+    `out`."""
+    path = os.path.abspath(out or os.path.join(build, "perf", "results", stamp))
+    def under(folder):
+        rel = os.path.relpath(path, folder)
+        return rel == os.curdir or not rel.startswith(os.pardir)
+    if not under(REPO) or under(os.path.abspath(build)):
+        return path
+    top = os.path.relpath(path, REPO).split(os.sep)[0]
+    return path if top.startswith("build") else None
 
 
 RESULT_FIELDS = ["lib", "algo", "label", "coll", "nranks", "bytes", "time_us", "algbw", "busbw",

@@ -2,8 +2,9 @@
 // `bytes` bytes through a FifoConnection, another receives, copies and releases each, both pinned.
 // Separates what the transport costs per small message from what a whole collective call costs.
 //   fifo_stream [messages [bytes [work [cpuA cpuB]]]]   (default: 2000000 8 0 0 1)
-// `work`: iterations of a dependent store/load loop each side runs per message (about 0.5 ns
-// each here), standing in for the rest of a call.
+// `work`: iterations of a dependent store/load loop each side runs per message (a few cycles
+// each), standing in for the rest of a call (see perf/README.md, "Where an 8 B broadcast call's
+// time goes").
 #include <pthread.h>
 #include <sched.h>
 
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   const int cpuB = argc > 5 ? std::atoi(argv[5]) : 1;
   constexpr size_t kSlotBytes = 64 << 10;
   if (messages <= 0 || bytes <= 0 || static_cast<size_t>(bytes) > kSlotBytes || perMessage < 0) {
-    std::fprintf(stderr, "usage: fifo_stream [messages > 0 [bytes 1..65536 [work >= 0 [cpuA cpuB]]]]\n");
+    std::fprintf(stderr,
+                 "usage: fifo_stream [messages > 0 [bytes 1..65536 [work >= 0 [cpuA cpuB]]]]\n");
     return 2;
   }
   const size_t fifoBytes = weft::transport::fifoBytes(4, kSlotBytes);
@@ -92,9 +94,10 @@ int main(int argc, char** argv) {
   peer.join();
   const auto end = std::chrono::steady_clock::now();
   const double ns = std::chrono::duration<double, std::nano>(end - start).count() / messages;
-  std::printf("%ld B messages, work %ld, cpus %d and %d%s: %.1f ns a message; sender found the "
-              "FIFO full %ld times%s\n",
-              bytes, perMessage, cpuA, cpuB, pinned ? "" : " (not pinned)", ns, full,
-              wrong ? " -- WRONG sizes or tags received" : "");
+  std::printf(
+      "%ld B messages, work %ld, cpus %d and %d%s: %.1f ns a message; sender found the "
+      "FIFO full %ld times%s\n",
+      bytes, perMessage, cpuA, cpuB, pinned ? "" : " (not pinned)", ns, full,
+      wrong ? " -- WRONG sizes or tags received" : "");
   return wrong ? 1 : 0;
 }

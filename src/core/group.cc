@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -262,8 +263,9 @@ Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
         *why = msg;
       }
     } else {
-      auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
-          std::move(tasks), std::move(comms));
+      auto shared =
+          std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
+              std::move(tasks), std::move(comms));
       std::string msg;
       const Status st = static_cast<exec::HostStream*>(stream)->enqueue(
           [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg);
@@ -276,6 +278,24 @@ Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
   return first;
 }
 
+// Leaves one group level for `api` (its name, for the error). When that closes the outermost
+// group, runs the deferred jobs and hands the group's calls out in `*calls`; an inner level leaves
+// `*calls` empty (std::nullopt).
+Status closeGroup(const char* api, ThreadCalls& thread, std::optional<std::vector<Call>>* calls,
+                  std::string* why) {
+  if (thread.group.depth == 0) {
+    *why = std::string(api) + " called without a matching ncclGroupStart";
+    return Status::kInvalidUsage;
+  }
+  if (--thread.group.depth > 0) return Status::kSuccess;
+  auto jobs = std::move(thread.group.jobs);
+  *calls = std::move(thread.group.calls);
+  thread.group.jobs.clear();
+  thread.group.calls.clear();
+  if (jobs.empty()) return Status::kSuccess;
+  return runJobs(jobs, why);
+}
+
 }  // namespace
 
 void groupStart() { ++threadCalls().group.depth; }
@@ -283,42 +303,20 @@ int groupDepth() { return threadCalls().group.depth; }
 
 Status groupEnd(std::string* why) {
   ThreadCalls& thread = threadCalls();
-  if (thread.group.depth == 0) {
-    *why = "ncclGroupEnd called without a matching ncclGroupStart";
-    return Status::kInvalidUsage;
-  }
-  if (--thread.group.depth > 0) return Status::kSuccess;
-  auto jobs = std::move(thread.group.jobs);
-  auto calls = std::move(thread.group.calls);
-  thread.group.jobs.clear();
-  thread.group.calls.clear();
-  if (!jobs.empty()) {
-    Status st = runJobs(jobs, why);
-    if (st != Status::kSuccess) return st;
-  }
-  if (calls.empty()) return Status::kSuccess;
-  return launch(calls, why, thread);
+  std::optional<std::vector<Call>> calls;
+  Status st = closeGroup("ncclGroupEnd", thread, &calls, why);
+  if (st != Status::kSuccess || !calls || calls->empty()) return st;
+  return launch(*calls, why, thread);
 }
 
 Status groupSimulateEnd(double* estimatedUs, std::string* why) {
-  ThreadCalls& thread = threadCalls();
   *estimatedUs = 0;
-  if (thread.group.depth == 0) {
-    *why = "ncclGroupSimulateEnd called without a matching ncclGroupStart";
-    return Status::kInvalidUsage;
-  }
-  if (--thread.group.depth > 0) return Status::kSuccess;
-  auto jobs = std::move(thread.group.jobs);
-  auto calls = std::move(thread.group.calls);
-  thread.group.jobs.clear();
-  thread.group.calls.clear();
-  if (!jobs.empty()) {
-    Status st = runJobs(jobs, why);
-    if (st != Status::kSuccess) return st;
-  }
+  std::optional<std::vector<Call>> calls;
+  Status st = closeGroup("ncclGroupSimulateEnd", threadCalls(), &calls, why);
+  if (st != Status::kSuccess || !calls) return st;
   std::map<Communicator*, double> perComm;
   try {
-    for (const Call& c : calls) perComm[c.comm] += c.comm->estimateUs(c);
+    for (const Call& c : *calls) perComm[c.comm] += c.comm->estimateUs(c);
   } catch (const Error& e) {
     *why = e.what();
     return e.code();

@@ -27,9 +27,9 @@ void* memAlloc(size_t bytes) {
     fail(Status::kSystemError, sysError("ftruncate(" + std::to_string(rounded) + ")", e));
   }
   // Backed and mapped at once, as device memory is at cudaMalloc: touched for the first time
-  // inside a collective, each 4 KiB would cost a fault and a page clear there (2 ranks, a 1 MiB
-  // allreduce rotating through a 128 MiB allocation took 1000 us a call instead of 90), and
-  // memory the machine cannot give fails here, not as a SIGBUS mid-call.
+  // inside a collective, each 4 KiB would cost a fault and a page clear there, many times the
+  // call's own work (see perf/README.md, "First touches"), and memory the machine cannot give
+  // fails here, not as a SIGBUS mid-call.
   if (int e = posix_fallocate(fd, 0, static_cast<off_t>(rounded)); e != 0) {
     close(fd);
     fail(Status::kSystemError,

@@ -14,6 +14,7 @@
 
 #include "src/common/env.h"
 #include "src/common/error.h"
+#include "src/common/host_id.h"
 #include "src/common/log.h"
 #include "src/topo/probes/cuda_probe.h"
 #include "src/topo/probes/hwloc_probe.h"
@@ -50,18 +51,6 @@ ProbeSelection parseProbeSelection(const std::string& raw) {
     *flag = !exclude;
   }
   return s;
-}
-
-uint64_t localHostHash() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::string id = host;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  std::string bootId;
-  if (boot >> bootId) id += bootId;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 ProbeResults runProbes(const DiscoverOptions& o) {
@@ -168,7 +157,7 @@ class Builder {
 
   Topology build() {
     HostInfo info = r_.haveHwloc ? r_.hwloc.host : HostInfo{};
-    info.hostHash = o_.hostHash ? o_.hostHash : localHostHash();
+    info.hostHash = o_.hostHash ? o_.hostHash : weft::hostHash();
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
     info.hostname = name;
@@ -583,7 +572,7 @@ std::shared_ptr<const Discovery> localDiscovery() {
     ro.rates = o.rates;
     Topology loaded = readTopologyFile(file, ro);
     // A multi-host file: keep this host's part (by host hash), else the first host.
-    uint64_t me = localHostHash();
+    uint64_t me = weft::hostHash();
     int pick = 0;
     for (int h = 0; h < loaded.hostCount(); ++h)
       if (loaded.host(h).hostHash == me) pick = h;

@@ -25,7 +25,7 @@ struct DiscoverOptions {
   std::string sysfsRoot = "/sys";
   std::string hwlocSynthetic;  // tests: an hwloc synthetic machine instead of this one
   LinkRates rates = LinkRates::nominal();
-  uint64_t hostHash = 0;  // 0: localHostHash()
+  uint64_t hostHash = 0;  // 0: weft::hostHash()
 };
 
 struct ProbeResults {
@@ -69,9 +69,6 @@ Discovery discoverHost(const DiscoverOptions& options);
 std::shared_ptr<const Discovery> localDiscovery();
 // How many times this process ran the probes (tests check that communicators share them).
 int localProbeRuns();
-
-// fnv1a(hostname + boot id): equal to the transports' host hash when WEFT_HOST_ID is unset.
-uint64_t localHostHash();
 
 // One line per probe: "hwloc: 2 package(s), ...; nvml: not available (libnvidia-ml.so.1 not
 // found); ...".

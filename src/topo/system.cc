@@ -11,6 +11,7 @@
 
 #include "src/common/env.h"
 #include "src/common/error.h"
+#include "src/common/host_id.h"
 #include "src/common/log.h"
 #include "src/topo/render.h"
 #include "src/topo/xml_reader.h"
@@ -70,7 +71,7 @@ AllgatherFn variableAllgather(int rank, int nranks,
 std::string encodeRankBlob(const LocalRankInfo& me, const Discovery& d) {
   char hash[32];
   std::snprintf(hash, sizeof(hash), "%016llx",
-                static_cast<unsigned long long>(me.hostHash ? me.hostHash : localHostHash()));
+                static_cast<unsigned long long>(me.hostHash ? me.hostHash : weft::hostHash()));
   std::string source = d.source;
   for (char& c : source)
     if (c == '\n') c = ' ';
@@ -241,7 +242,7 @@ SystemTopology buildSystemTopology(const LocalRankInfo& in, const AllgatherFn& a
   Status failure = Status::kSuccess;
   try {
     if (!me.discovery) me.discovery = localDiscovery();
-    if (!me.hostHash) me.hostHash = localHostHash();
+    if (!me.hostHash) me.hostHash = weft::hostHash();
     if (!me.endpoint.gpu && me.endpoint.numaId < 0)
       me.endpoint.numaId = currentNumaNode(*me.discovery->topology, 0);
     blob = encodeRankBlob(me, *me.discovery);

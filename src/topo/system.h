@@ -56,7 +56,7 @@ class SystemTopology {
 // What this rank contributes.
 struct LocalRankInfo {
   int rank = 0, nranks = 1;
-  uint64_t hostHash = 0;                       // the transports' host hash (0: localHostHash())
+  uint64_t hostHash = 0;                       // the transports' host hash (0: weft::hostHash())
   Endpoint endpoint;                           // numaId -1: the NUMA domain this thread runs on now
   std::shared_ptr<const Discovery> discovery;  // nullptr: localDiscovery()
 };

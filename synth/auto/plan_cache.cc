@@ -9,18 +9,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/common/host_id.h"
 #include "src/plan/msccl_xml.h"
 
 namespace weft::synth {
 namespace {
 
 constexpr const char* kFormat = "weft-synth-selection 1";
-
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // mkdir -p; false when a component cannot be made.
 bool makeDirs(const std::string& path) {

@@ -27,8 +27,8 @@ struct PackPlanOptions {
   uint64_t fineChunksPerRank = 512;
   // With chooseBytes > 0 (weft-synth) fine plans use this many chunks per root instead (0: keep
   // fineChunksPerRank): finer pieces at the pipeline's ends and a finer rounding of the tree
-  // weights (dgx-a100-x2 allgather at 2048 lost 0.2% to it), +0.1-1% at 1 GiB, but a count
-  // must then split into 4096 chunks per rank for the plan to apply.
+  // weights gain a little in the simulator (see perf/README.md, "Simulated plan
+  // layouts"), but a count must then split into 4096 chunks per rank for the plan to apply.
   uint64_t chooseChunksPerRank = 4096;
   uint64_t unitsPerRoot = 8;
   // The other layouts (oldLayouts): fair-share job counts move one job at a time (at most
@@ -44,8 +44,9 @@ struct PackPlanOptions {
   // one (shallowTrade) at twice treeSteadyPieces, then of that packing at 1, 2 and 4 times
   // treeSteadyPieces; then, for
   // `balanceRounds` rounds, each root's chunks moved between its jobs by their simulated rates
-  // (the fastest kept; 0 by default: +1% on dgx-h100-x2 at 64 pieces, nothing at 128, one more
-  // simulation each); with `oldLayouts` the three layouts above compete too.
+  // (the fastest kept; 0 by default: the gain is small and each round costs one more simulation,
+  // see perf/README.md, "Simulated plan layouts"); with `oldLayouts` the three
+  // layouts above compete too.
   uint64_t treeSteadyPieces = 64;
   // The shallow packing's PackOptions::depthTrade (0: not raced).
   double shallowTrade = 1e-4;

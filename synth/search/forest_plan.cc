@@ -4,13 +4,24 @@
 #include <set>
 #include <utility>
 
+#include "algorithms/common/builder.h"
 #include "src/common/error.h"
 
 namespace weft::synth {
 namespace {
 
+using algo::addStep;
+using algo::copyStep;
+using algo::inRef;
+using algo::outRef;
+using algo::recvCopySendStep;
+using algo::recvReduceCopyStep;
+using algo::recvReduceSendStep;
+using algo::recvStep;
+using algo::reduceStep;
+using algo::scratchRef;
+using algo::sendStep;
 using plan::Collective;
-using plan::Op;
 using plan::Ref;
 using plan::Step;
 using plan::StepRef;
@@ -19,36 +30,11 @@ using plan::StepRef;
   throw Error(Status::kInvalidArgument, "forest plan: " + what);
 }
 
-Step step(Op op, int recvPeer, int sendPeer, Ref src, Ref dst, uint64_t n) {
-  Step s;
-  s.op = op;
-  s.recvPeer = recvPeer;
-  s.sendPeer = sendPeer;
-  s.src = src;
-  s.dst = dst;
-  s.count = n;
-  return s;
-}
-Ref in(uint64_t off) { return {plan::kInput, off}; }
-Ref out(uint64_t off) { return {plan::kOutput, off}; }
-Ref scratch(uint64_t off) { return {plan::kScratch, off}; }
-
 bool downward(Collective c) {
   return c == Collective::kBroadcast || c == Collective::kAllGather || c == Collective::kAllReduce;
 }
 bool upward(Collective c) {
   return c == Collective::kReduce || c == Collective::kReduceScatter || c == Collective::kAllReduce;
-}
-
-int addLane(plan::ChunkProgram& p, int channel) {
-  p.lanes.push_back({});
-  p.lanes.back().channel = channel;
-  return static_cast<int>(p.lanes.size()) - 1;
-}
-StepRef add(plan::ChunkProgram& p, int lane, Step s) {
-  auto& steps = p.lanes[lane].steps;
-  steps.push_back(std::move(s));
-  return {lane, static_cast<int32_t>(steps.size()) - 1};
 }
 
 // The down half of a tree job at one rank. The root sends every piece to each child on a lane
@@ -65,9 +51,9 @@ void emitDown(plan::ChunkProgram& p, bool isRoot, int par, const std::vector<int
       const int lane = newLane();
       for (size_t i = 0; i < pieces.size(); ++i) {
         const auto [a, m] = pieces[i];
-        Step st = step(Op::kSend, -1, c, rootSrc(a), {}, m);
+        Step st = sendStep(c, rootSrc(a), m);
         st.deps = deps(i, a, m);
-        add(p, lane, std::move(st));
+        addStep(p.lanes, lane, std::move(st));
       }
     }
     return;
@@ -77,14 +63,13 @@ void emitDown(plan::ChunkProgram& p, bool isRoot, int par, const std::vector<int
   for (size_t k = 1; k < ch.size(); ++k) side.push_back(newLane());
   for (size_t i = 0; i < pieces.size(); ++i) {
     const auto [a, m] = pieces[i];
-    Step st = ch.empty() ? step(Op::kRecv, par, -1, {}, out(a), m)
-                         : step(Op::kRecvCopySend, par, ch[0], {}, out(a), m);
+    Step st = ch.empty() ? recvStep(par, outRef(a), m) : recvCopySendStep(par, ch[0], outRef(a), m);
     st.deps = deps(i, a, m);
-    const StepRef got = add(p, down, std::move(st));
+    const StepRef got = addStep(p.lanes, down, std::move(st));
     for (size_t k = 1; k < ch.size(); ++k) {
-      Step fwd = step(Op::kSend, -1, ch[k], out(a), {}, m);
+      Step fwd = sendStep(ch[k], outRef(a), m);
       fwd.deps.push_back(got);
-      add(p, side[k - 1], std::move(fwd));
+      addStep(p.lanes, side[k - 1], std::move(fwd));
     }
   }
 }
@@ -192,8 +177,7 @@ std::vector<StepRef> latestPerLane(const std::vector<StepRef>& deps) {
 
 std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady, bool roundUp) {
   steady = std::max<uint64_t>(1, steady);
-  const uint64_t big =
-      std::max<uint64_t>(1, (count + (roundUp ? steady + 1 : 0)) / (steady + 2));
+  const uint64_t big = std::max<uint64_t>(1, (count + (roundUp ? steady + 1 : 0)) / (steady + 2));
   std::vector<uint64_t> head, tail;
   uint64_t left = count;
   // Doubling ramps at both ends while they fit.
@@ -317,17 +301,17 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
       plan::ChunkProgram& p = cp.programs[r];
       auto addLane = [&](plan::ChunkProgram& prog, int ch) {
         owner[r].push_back(static_cast<int>(ji));
-        return synth::addLane(prog, ch);
+        return algo::addLane(prog.lanes, ch);
       };
       const int par = j.parent[r];
       const auto& ch = kids[r];
       // Where rank r keeps the partial sum of loop chunk a (the tree root: its result).
       auto acc = [&](uint64_t a) -> Ref {
-        if (coll == Collective::kAllReduce) return out(a);
-        if (r == tr) return out(coll == Collective::kReduceScatter ? a - tr * block : a);
-        return scratch(a);
+        if (coll == Collective::kAllReduce) return outRef(a);
+        if (r == tr) return outRef(coll == Collective::kReduceScatter ? a - tr * block : a);
+        return scratchRef(a);
       };
-      auto extra = [&](size_t k, uint64_t a) { return scratch(k * C + a); };
+      auto extra = [&](size_t k, uint64_t a) { return scratchRef(k * C + a); };
       std::vector<StepRef> upEnd;  // per piece: the last up step (allreduce hands over)
       if (upward(coll)) {
         // Children beyond the first deliver into scratch on lanes of their own, so all
@@ -339,27 +323,27 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         for (const auto& [a, m] : pieces) {
           std::vector<StepRef> got;
           for (size_t k = 1; k < ch.size(); ++k)
-            got.push_back(add(p, side[k - 1], step(Op::kRecv, ch[k], -1, {}, extra(k, a), m)));
+            got.push_back(addStep(p.lanes, side[k - 1], recvStep(ch[k], extra(k, a), m)));
           // The local operand: the input, or the input plus the extra children's data.
-          Ref own = in(a);
+          Ref own = inRef(a);
           if (!got.empty()) {
             own = acc(a);
-            add(p, up, step(Op::kCopy, -1, -1, in(a), own, m));
+            addStep(p.lanes, up, copyStep(inRef(a), own, m));
             for (size_t k = 1; k < ch.size(); ++k) {
-              Step st = step(Op::kReduce, -1, -1, extra(k, a), own, m);
+              Step st = reduceStep(extra(k, a), own, m);
               st.deps.push_back(got[k - 1]);
-              add(p, up, std::move(st));
+              addStep(p.lanes, up, std::move(st));
             }
           }
           StepRef last{};
           if (ch.empty() && par < 0)
-            last = add(p, up, step(Op::kCopy, -1, -1, in(a), acc(a), m));
+            last = addStep(p.lanes, up, copyStep(inRef(a), acc(a), m));
           else if (ch.empty())
-            last = add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
+            last = addStep(p.lanes, up, sendStep(par, inRef(a), m));
           else if (par >= 0)
-            last = add(p, up, step(Op::kRecvReduceSend, ch[0], par, own, {}, m));
+            last = addStep(p.lanes, up, recvReduceSendStep(ch[0], par, own, m));
           else
-            last = add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, own, acc(a), m));
+            last = addStep(p.lanes, up, recvReduceCopyStep(ch[0], own, acc(a), m));
           upEnd.push_back(last);
         }
       }
@@ -367,16 +351,15 @@ plan::ChunkPlan forestPlan(Collective coll, int n, int root, uint64_t C,
         const bool ag = coll == Collective::kAllGather;
         // The root's own data: its input (broadcast, allgather) or its reduced output.
         auto rootSrc = [&](uint64_t a) {
-          return coll == Collective::kAllReduce ? out(a) : in(ag ? a - tr * block : a);
+          return coll == Collective::kAllReduce ? outRef(a) : inRef(ag ? a - tr * block : a);
         };
         if (r == tr && coll != Collective::kAllReduce) {
           const int copy = addLane(p, channel);
           if (j.ranges.empty())
-            add(p, copy,
-                step(Op::kCopy, -1, -1, in(ag ? j.first - tr * block : j.first), out(j.first),
-                     j.count));
+            addStep(p.lanes, copy,
+                    copyStep(inRef(ag ? j.first - tr * block : j.first), outRef(j.first), j.count));
           for (const auto& [a, m] : j.ranges)
-            add(p, copy, step(Op::kCopy, -1, -1, in(ag ? a - tr * block : a), out(a), m));
+            addStep(p.lanes, copy, copyStep(inRef(ag ? a - tr * block : a), outRef(a), m));
         }
         emitDown(
             p, r == tr, par, ch, pieces, rootSrc,
@@ -460,11 +443,11 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
       plan::ChunkProgram& p = cp.programs[r];
       auto lane = [&](int ch) {
         owner[r].push_back(static_cast<int>(ji));
-        return addLane(p, ch);
+        return algo::addLane(p.lanes, ch);
       };
       const int par = j.parent[r];
       const auto& ch = kids[r];
-      auto extra = [&](size_t k, uint64_t a) { return scratch((k - 1) * C + a); };
+      auto extra = [&](size_t k, uint64_t a) { return scratchRef((k - 1) * C + a); };
       if (ch.size() > 1) p.scratchChunks = std::max<uint64_t>(p.scratchChunks, (ch.size() - 1) * C);
       std::vector<int> side;
       for (size_t k = 1; k < ch.size(); ++k) side.push_back(lane(channel));
@@ -475,25 +458,25 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
       for (const auto& [a, m] : pieces) {
         std::vector<StepRef> got;
         for (size_t k = 1; k < ch.size(); ++k)
-          got.push_back(add(p, side[k - 1], step(Op::kRecv, ch[k], -1, {}, extra(k, a), m)));
-        Ref own = in(a);
+          got.push_back(addStep(p.lanes, side[k - 1], recvStep(ch[k], extra(k, a), m)));
+        Ref own = inRef(a);
         if (!got.empty()) {
-          own = out(a);
-          touch(add(p, up, step(Op::kCopy, -1, -1, in(a), own, m)), a, m);
+          own = outRef(a);
+          touch(addStep(p.lanes, up, copyStep(inRef(a), own, m)), a, m);
           for (size_t k = 1; k < ch.size(); ++k) {
-            Step st = step(Op::kReduce, -1, -1, extra(k, a), own, m);
+            Step st = reduceStep(extra(k, a), own, m);
             st.deps.push_back(got[k - 1]);
-            touch(add(p, up, std::move(st)), a, m);
+            touch(addStep(p.lanes, up, std::move(st)), a, m);
           }
         }
         if (ch.empty() && par < 0)
-          touch(add(p, up, step(Op::kCopy, -1, -1, in(a), out(a), m)), a, m);
+          touch(addStep(p.lanes, up, copyStep(inRef(a), outRef(a), m)), a, m);
         else if (ch.empty())
-          add(p, up, step(Op::kSend, -1, par, in(a), {}, m));
+          addStep(p.lanes, up, sendStep(par, inRef(a), m));
         else if (par >= 0)
-          touch(add(p, up, step(Op::kRecvReduceSend, ch[0], par, own, {}, m)), a, m);
+          touch(addStep(p.lanes, up, recvReduceSendStep(ch[0], par, own, m)), a, m);
         else
-          touch(add(p, up, step(Op::kRecvReduceCopy, ch[0], -1, own, out(a), m)), a, m);
+          touch(addStep(p.lanes, up, recvReduceCopyStep(ch[0], own, outRef(a), m)), a, m);
       }
     }
   }
@@ -517,12 +500,12 @@ plan::ChunkPlan forestPlanAllReduce(int n, uint64_t C, const std::vector<TreeJob
       plan::ChunkProgram& p = cp.programs[r];
       auto lane = [&](int ch) {
         owner[r].push_back(static_cast<int>(upJobs.size() + ji));
-        return addLane(p, ch);
+        return algo::addLane(p.lanes, ch);
       };
       const int par = j.parent[r];
       const auto& ch = kids[r];
       emitDown(
-          p, r == tr, par, ch, pieces, out,
+          p, r == tr, par, ch, pieces, outRef,
           [&](size_t, uint64_t a, uint64_t m) { return after(r, a, m); },
           [&] { return lane(channel); });
     }

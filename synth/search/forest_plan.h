@@ -21,7 +21,7 @@ struct TreeJob {
   std::vector<int> parent;  // per rank; -1 at the tree's root (exactly one)
   uint64_t first = 0;       // loop chunks [first, first + count) this tree carries
   uint64_t count = 0;
-  uint64_t pieces = 0;      // steps the range is cut into; 0 = one per chunk
+  uint64_t pieces = 0;  // steps the range is cut into; 0 = one per chunk
   // Explicit piece sizes in chunks (summing to count), overriding `pieces`: small pieces at the
   // ends shorten the pipeline fill and drain, large ones in the middle keep steps few.
   std::vector<uint64_t> pieceSizes;
@@ -36,8 +36,8 @@ struct TreeJob {
 // that size, then halving back to 1 (store-and-forward hops wait for one small piece only).
 // `roundUp`: the large size rounded up, so there are at most about `steady` pieces even where
 // they are a chunk or two (rounded down, a job of fewer than 2 x steady chunks gets a piece per
-// chunk: on dgx-h100-x2 at 512 steady pieces such pieces crossed the network's 14 us eight
-// FIFO slots at a time).
+// chunk, and pieces that small pay a network hop's latency every few FIFO slots; see
+// perf/README.md, "Simulated plan layouts").
 std::vector<uint64_t> rampedPieces(uint64_t count, uint64_t steady, bool roundUp = false);
 
 // The root of a parent array, or -1 when it is not a spanning tree (one root, no cycles).

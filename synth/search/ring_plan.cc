@@ -4,31 +4,26 @@
 #include <cmath>
 #include <string>
 
+#include "algorithms/common/builder.h"
 #include "src/common/error.h"
 #include "synth/search/apportion.h"
 
 namespace weft::synth {
 namespace {
 
+using algo::copyStep;
+using algo::inRef;
+using algo::outRef;
+using algo::recvCopySendStep;
+using algo::recvReduceCopyStep;
+using algo::recvReduceSendStep;
+using algo::recvStep;
+using algo::scratchRef;
+using algo::sendStep;
 using plan::Collective;
-using plan::Op;
 using plan::Ref;
 using plan::Step;
 using plan::StepRef;
-
-Step step(Op op, int recvPeer, int sendPeer, Ref src, Ref dst, uint64_t n) {
-  Step s;
-  s.op = op;
-  s.recvPeer = recvPeer;
-  s.sendPeer = sendPeer;
-  s.src = src;
-  s.dst = dst;
-  s.count = n;
-  return s;
-}
-Ref in(uint64_t off) { return {plan::kInput, off}; }
-Ref out(uint64_t off) { return {plan::kOutput, off}; }
-Ref scratch(uint64_t off) { return {plan::kScratch, off}; }
 
 int checkRings(const std::vector<Ring>& rings) {
   if (rings.empty()) throw Error(Status::kInvalidArgument, "ring plan: no rings");
@@ -83,26 +78,31 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
   cp.nranks = n;
   cp.root = rooted ? o.root : 0;
   const uint64_t perRank = coll == Collective::kAllReduce ? units * n : units;  // chunks
-  cp.chunksPerLoop = coll == Collective::kAllGather || coll == Collective::kReduceScatter
-                         ? perRank * n
-                         : perRank;
+  cp.chunksPerLoop =
+      coll == Collective::kAllGather || coll == Collective::kReduceScatter ? perRank * n : perRank;
   cp.programs.resize(n);
   for (int r = 0; r < n; ++r) {
     plan::ChunkProgram& p = cp.programs[r];
     switch (coll) {
-      case Collective::kAllGather: p.inputChunks = perRank, p.outputChunks = perRank * n; break;
-      case Collective::kReduceScatter: p.inputChunks = perRank * n, p.outputChunks = perRank; break;
-      default: p.inputChunks = p.outputChunks = perRank; break;
+      case Collective::kAllGather:
+        p.inputChunks = perRank, p.outputChunks = perRank * n;
+        break;
+      case Collective::kReduceScatter:
+        p.inputChunks = perRank * n, p.outputChunks = perRank;
+        break;
+      default:
+        p.inputChunks = p.outputChunks = perRank;
+        break;
     }
   }
   if (n == 1) {
     plan::Lane lane;
-    lane.steps.push_back(step(Op::kCopy, -1, -1, in(0), out(0), perRank));
+    lane.steps.push_back(copyStep(inRef(0), outRef(0), perRank));
     cp.programs[0].lanes.push_back(lane);
     return cp;
   }
 
-  uint64_t first = 0;  // first unit of the current ring
+  uint64_t first = 0;                       // first unit of the current ring
   std::vector<uint64_t> scratchBase(n, 0);  // scratch chunks taken by earlier rings
   for (size_t ri = 0; ri < rings.size(); ++ri) {
     const uint64_t w = shares[ri];
@@ -136,7 +136,7 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
         return StepRef{lane, static_cast<int32_t>(steps.size()) - 1};
       };
       auto forward = [&](Ref src, StepRef after) {
-        Step st = step(Op::kSend, -1, next, src, {}, w);
+        Step st = sendStep(next, src, w);
         st.deps.push_back(after);
         add(sendLane, std::move(st));
       };
@@ -144,11 +144,11 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
       switch (coll) {
         case Collective::kAllGather: {
           // Block of rank q: output[q * units + start, +w); it travels n - 1 hops.
-          s.push_back(step(Op::kCopy, -1, -1, in(start), out(r * units + start), w));
-          s.push_back(step(Op::kSend, -1, next, in(start), {}, w));
+          s.push_back(copyStep(inRef(start), outRef(r * units + start), w));
+          s.push_back(sendStep(next, inRef(start), w));
           for (int k = 1; k < n; ++k) {
-            const Ref dst = out(at(p - k) * units + start);
-            const StepRef got = add(recvLane, step(Op::kRecv, prev, -1, {}, dst, w));
+            const Ref dst = outRef(at(p - k) * units + start);
+            const StepRef got = add(recvLane, recvStep(prev, dst, w));
             if (k < n - 1) forward(dst, got);
           }
           break;
@@ -161,24 +161,24 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
           auto blk = [&](int q) {
             return ar ? n * start + static_cast<uint64_t>(pos[q]) * w : q * units + start;
           };
-          s.push_back(step(Op::kSend, -1, next, in(blk(at(p - 1))), {}, w));
+          s.push_back(sendStep(next, inRef(blk(at(p - 1))), w));
           for (int k = 1; k < n; ++k) {
             const int owner = at(p - 1 - k);
             if (k < n - 1) {
-              const Ref tmp = scratch(scratchUsed);
+              const Ref tmp = scratchRef(scratchUsed);
               scratchUsed += w;
-              forward(tmp, add(recvLane, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), tmp, w)));
+              forward(tmp, add(recvLane, recvReduceCopyStep(prev, inRef(blk(owner)), tmp, w)));
             } else {
-              const Ref dst = out(ar ? blk(owner) : start);
+              const Ref dst = outRef(ar ? blk(owner) : start);
               const StepRef done =
-                  add(recvLane, step(Op::kRecvReduceCopy, prev, -1, in(blk(owner)), dst, w));
+                  add(recvLane, recvReduceCopyStep(prev, inRef(blk(owner)), dst, w));
               if (ar) forward(dst, done);
             }
           }
           if (!ar) break;
           for (int k = 1; k < n; ++k) {
-            const Ref dst = out(blk(at(p - k)));
-            const StepRef got = add(recvLane, step(Op::kRecv, prev, -1, {}, dst, w));
+            const Ref dst = outRef(blk(at(p - k)));
+            const StepRef got = add(recvLane, recvStep(prev, dst, w));
             if (k < n - 1) forward(dst, got);
           }
           break;
@@ -187,12 +187,12 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
           // Chain root, next, ..., prev(root).
           const int k = ((p - pos[o.root]) % n + n) % n;  // distance from the root
           if (k == 0) {
-            s.push_back(step(Op::kCopy, -1, -1, in(start), out(start), w));
-            s.push_back(step(Op::kSend, -1, next, in(start), {}, w));
+            s.push_back(copyStep(inRef(start), outRef(start), w));
+            s.push_back(sendStep(next, inRef(start), w));
           } else if (k < n - 1) {
-            s.push_back(step(Op::kRecvCopySend, prev, next, {}, out(start), w));
+            s.push_back(recvCopySendStep(prev, next, outRef(start), w));
           } else {
-            s.push_back(step(Op::kRecv, prev, -1, {}, out(start), w));
+            s.push_back(recvStep(prev, outRef(start), w));
           }
           break;
         }
@@ -200,14 +200,15 @@ plan::ChunkPlan ringPlan(Collective coll, const std::vector<Ring>& rings,
           // Chain next(root), ..., prev(root), root.
           const int k = ((p - pos[o.root]) % n + n) % n;
           if (k == 1)
-            s.push_back(step(Op::kSend, -1, next, in(start), {}, w));
+            s.push_back(sendStep(next, inRef(start), w));
           else if (k != 0)
-            s.push_back(step(Op::kRecvReduceSend, prev, next, in(start), {}, w));
+            s.push_back(recvReduceSendStep(prev, next, inRef(start), w));
           else
-            s.push_back(step(Op::kRecvReduceCopy, prev, -1, in(start), out(start), w));
+            s.push_back(recvReduceCopyStep(prev, inRef(start), outRef(start), w));
           break;
         }
-        default: break;
+        default:
+          break;
       }
       prog.scratchChunks = std::max(prog.scratchChunks, scratchUsed);
       scratchBase[r] = scratchUsed;

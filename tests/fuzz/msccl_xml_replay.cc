@@ -16,15 +16,18 @@
 #include <vector>
 
 #include "tests/fuzz/msccl_xml_check.h"
+#include "tests/support/text_file.h"
 
 namespace {
 
-std::string step(int s, const char* type, const char* sb, int so, const char* db, int doff,
-                 int cnt, int depid = -1, int deps = -1, int hasdep = 0) {
+using weft::test::readFile;
+
+std::string step(int s, const char* type, const char* sb, int so, const char* db, int doff, int cnt,
+                 int depid = -1, int deps = -1, int hasdep = 0) {
   std::ostringstream o;
   o << "      <step s=\"" << s << "\" type=\"" << type << "\" srcbuf=\"" << sb << "\" srcoff=\""
-    << so << "\" dstbuf=\"" << db << "\" dstoff=\"" << doff << "\" cnt=\"" << cnt
-    << "\" depid=\"" << depid << "\" deps=\"" << deps << "\" hasdep=\"" << hasdep << "\"/>\n";
+    << so << "\" dstbuf=\"" << db << "\" dstoff=\"" << doff << "\" cnt=\"" << cnt << "\" depid=\""
+    << depid << "\" deps=\"" << deps << "\" hasdep=\"" << hasdep << "\"/>\n";
   return o.str();
 }
 
@@ -51,8 +54,7 @@ std::string ringAllreduce(int n, bool inPlace) {
     x += step(s++, "s", "i", q, "o", -1, 1);
     for (int j = 1; j <= n - 2; ++j) x += step(s++, "rrs", "i", chunk(q - j), "o", -1, 1);
     x += step(s++, "rrcs", "i", chunk(q + 1), out, chunk(q + 1), 1);
-    for (int j = n; j <= 2 * n - 3; ++j)
-      x += step(s++, "rcs", "i", -1, out, chunk(q - (j - n)), 1);
+    for (int j = n; j <= 2 * n - 3; ++j) x += step(s++, "rcs", "i", -1, out, chunk(q - (j - n)), 1);
     x += step(s++, "r", "i", -1, out, chunk(q + 2), 1);
     x += "    </tb>\n  </gpu>\n";
   }
@@ -115,7 +117,8 @@ std::vector<std::string> listInputs(const std::string& path) {
   if (DIR* d = opendir(path.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string name = e->d_name;
-      if (name.size() > 4 && name.substr(name.size() - 4) == ".xml") out.push_back(path + "/" + name);
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".xml")
+        out.push_back(path + "/" + name);
       else if (name[0] != '.' && name.find('.') == std::string::npos)
         for (const auto& f : listInputs(path + "/" + name)) out.push_back(f);
     }
@@ -123,13 +126,6 @@ std::vector<std::string> listInputs(const std::string& path) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -148,8 +144,10 @@ std::string joined(const std::vector<std::string>& ls) {
 
 std::vector<std::string> hostileInputs() {
   std::vector<std::string> v;
-  std::string deep = header("deep", "allreduce", 1, 1, true) + "<gpu id=\"0\" i_chunks=\"1\" "
-                     "o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"-1\" recv=\"-1\" chan=\"0\">";
+  std::string deep =
+      header("deep", "allreduce", 1, 1, true) +
+      "<gpu id=\"0\" i_chunks=\"1\" "
+      "o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" send=\"-1\" recv=\"-1\" chan=\"0\">";
   for (int i = 0; i < 20000; ++i) deep += "<step>";
   v.push_back(deep);
   for (int i = 0; i < 20000; ++i) deep += "</step>";
@@ -208,8 +206,8 @@ int main(int argc, char** argv) {
       const uint64_t count = p.coll == weft::plan::Collective::kAllGather ? 1 : p.chunksPerLoop;
       std::string why = weft::plan::verifyMessage(weft::plan::instantiate(p, count));
       if (!why.empty()) {
-        std::fprintf(stderr, "generated seed %s does not verify: %s\n%s", name.c_str(),
-                     why.c_str(), text.c_str());
+        std::fprintf(stderr, "generated seed %s does not verify: %s\n%s", name.c_str(), why.c_str(),
+                     text.c_str());
         return 1;
       }
     } catch (const std::exception& e) {
@@ -219,7 +217,7 @@ int main(int argc, char** argv) {
     }
   }
   for (int i = 1; i < argc; ++i)
-    for (const auto& f : listInputs(argv[i])) inputs.push_back({f, slurp(f)});
+    for (const auto& f : listInputs(argv[i])) inputs.push_back({f, readFile(f)});
   const size_t seeds = inputs.size();
   const char* numbers[] = {"-1", "-2", "0", "1", "7", "99999999999", "2147483648", "x", "", "1e3"};
   for (size_t s = 0; s < seeds; ++s) {

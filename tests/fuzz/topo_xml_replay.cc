@@ -16,8 +16,11 @@
 
 #include "tests/fuzz/topo_blob_check.h"
 #include "tests/fuzz/topo_xml_check.h"
+#include "tests/support/text_file.h"
 
 namespace {
+
+using weft::test::readFile;
 
 std::vector<std::string> listInputs(const std::string& path) {
   std::vector<std::string> out;
@@ -37,13 +40,6 @@ std::vector<std::string> listInputs(const std::string& path) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<std::string> hostileInputs() {
@@ -97,7 +93,7 @@ std::vector<std::string> hostileInputs() {
 int main(int argc, char** argv) {
   std::vector<std::pair<std::string, std::string>> inputs;  // (name, bytes)
   for (int i = 1; i < argc; ++i)
-    for (const auto& f : listInputs(argv[i])) inputs.push_back({f, slurp(f)});
+    for (const auto& f : listInputs(argv[i])) inputs.push_back({f, readFile(f)});
   if (inputs.empty()) {
     std::fprintf(stderr, "no seed inputs found\n");
     return 1;

@@ -132,5 +132,29 @@ class IterationEstimate(unittest.TestCase):
         self.assertAlmostEqual(compare.estimate_seconds([(8, 10e-6)], 16), 20e-6)
 
 
+class ResultsDir(unittest.TestCase):
+    """compare.py writes its results into the build directory, never among the sources."""
+
+    def test_default_is_a_stamped_folder_of_the_build_directory(self):
+        build = os.path.join(compare.REPO, "build")
+        self.assertEqual(compare.results_dir(None, build, "20260101-000000"),
+                         os.path.join(build, "perf", "results", "20260101-000000"))
+
+    def test_a_build_directory_outside_the_checkout_is_used_as_given(self):
+        self.assertEqual(compare.results_dir(None, "/tmp/b", "s"), "/tmp/b/perf/results/s")
+
+    def test_out_outside_the_checkout_or_in_a_build_folder_is_kept(self):
+        build = os.path.join(compare.REPO, "build")
+        self.assertEqual(compare.results_dir("/tmp/cmp", build, "s"), "/tmp/cmp")
+        inside = os.path.join(compare.REPO, "build-cmp", "run")
+        self.assertEqual(compare.results_dir(inside, build, "s"), inside)
+
+    def test_out_among_the_sources_is_refused(self):
+        build = os.path.join(compare.REPO, "build")
+        for where in ("perf/compare/results", "perf", "."):
+            self.assertIsNone(compare.results_dir(os.path.join(compare.REPO, where), build, "s"),
+                              where)
+
+
 if __name__ == "__main__":
     unittest.main()

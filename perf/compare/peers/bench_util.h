@@ -7,6 +7,8 @@
 // nccl-tests' factors. Values are small integer-valued floats, so every result is exact.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,8 +19,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "line_round_trip.h"
 
@@ -242,7 +242,8 @@ Timed timeCalls(const Options& o, Run&& run, Barrier&& barrier, Slowest&& slowes
 // so that no rank competes with the probe's threads for a core; every rank then enters the
 // library's barrier. Rank 0 gets the round trip in ns, or -1 where it cannot pin two CPUs; the
 // other ranks get -1.
-constexpr long kSpellTrips = 4000;         // ~0.5 ms in a fast spell, ~3 ms in a slow one
+// Enough trips for a steady reading, few enough to stay within a spell (perf/README.md, "Spells").
+constexpr long kSpellTrips = 4000;
 constexpr useconds_t kSpellQuietUs = 20000;  // how long the other ranks stay off the CPUs
 constexpr useconds_t kSpellSettleUs = 1000;  // for the others to leave the last call first
 inline double spellProbe(int rank) {

@@ -5,6 +5,7 @@
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
+#include "tests/support/scoped_env.h"
 #include "tests/unit/bootstrap/test_util.h"
 
 namespace weft::bootstrap {
@@ -14,18 +15,7 @@ using test::createAll;
 using test::errorOf;
 using test::runRanks;
 using namespace std::chrono_literals;
-
-// Sets an environment variable for one scope (tests run one per process under ctest).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using weft::test::ScopedEnv;
 
 void expectAllgatherWorks(std::vector<std::unique_ptr<Bootstrap>>& ranks) {
   int n = static_cast<int>(ranks.size());

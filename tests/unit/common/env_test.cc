@@ -9,31 +9,12 @@
 #include <string>
 
 #include "src/common/error.h"
+#include "tests/support/scoped_env.h"
 
 namespace weft {
 namespace {
 
-// Sets and restores variables so tests do not leak into each other.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, hadOld_ = true;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (hadOld_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool hadOld_ = false;
-};
+using test::ScopedEnv;
 
 TEST(EnvTest, EveryKnobIsWellFormed) {
   std::set<std::string> names;

@@ -7,26 +7,12 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/comms.h"
 #include "tests/support/values.h"
 
 using namespace weft::test;
 
 namespace {
-
-class Comms {
- public:
-  explicit Comms(int n) : comms_(n) {
-    EXPECT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  }
-  ~Comms() {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  const std::vector<ncclComm_t>& get() const { return comms_; }
-
- private:
-  std::vector<ncclComm_t> comms_;
-};
 
 // Element count larger than one 128 KiB slot of float32, and prime.
 constexpr size_t kLarge = 40009;
@@ -67,9 +53,9 @@ TEST_P(CollectiveGrid, ReductionsEveryTypeAndOp) {
 }
 
 TEST_P(CollectiveGrid, CountsAroundSlices) {
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
-                    Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter,
-                    Coll::kSendRecv})
+  for (Coll coll :
+       {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather,
+        Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv})
     for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclFloat64, ncclBfloat16})
       for (size_t count : {size_t(0), size_t(1), size_t(2), size_t(7), size_t(97), kLarge})
         for (bool inPlace : {false, true}) {
@@ -100,7 +86,8 @@ std::string gridName(const ::testing::TestParamInfo<GridParam>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, CollectiveGrid,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 7, 8, 13, 16),
-                                            ::testing::Values("ring", "tree", "rhd", "direct", "rsag")),
+                                            ::testing::Values("ring", "tree", "rhd", "direct",
+                                                              "rsag")),
                          gridName);
 
 }  // namespace

@@ -9,20 +9,12 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/support/comms.h"
 #include "tests/support/repeat_then_last.h"
 
 namespace {
 
-// Runs body(rank, comm) on one thread per rank of fresh communicators of n ranks.
-template <class F>
-void onRanks(int n, F body) {
-  std::vector<ncclComm_t> comms(n);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, comms[r]); });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
-}
+using weft::test::onRanks;
 
 TEST(RepeatedCalls, SameArgumentsNewContentsStayExact) {
   constexpr int kRanks = 3;
@@ -99,8 +91,8 @@ TEST(RepeatedCalls, RankThreadsKeptAcrossRebuilds) {
           ASSERT_EQ(ncclCommInitRank(&comm, n, id, r), ncclSuccess) << ncclGetLastError(nullptr);
           for (int iter = 0; iter < 6; ++iter) {
             for (float& x : buf) x = static_cast<float>(r + iter);
-            ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum,
-                                    comm, nullptr),
+            ASSERT_EQ(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm,
+                                    nullptr),
                       ncclSuccess);
             ASSERT_EQ(buf[36], static_cast<float>(n * (n - 1) / 2 + n * iter)) << n << " " << r;
           }

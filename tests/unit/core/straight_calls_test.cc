@@ -12,20 +12,13 @@
 #include <vector>
 
 #include "nccl.h"
+#include "tests/support/comms.h"
 #include "tests/support/repeat_then_last.h"
 #include "weft/weft.h"
 
 namespace {
 
-template <class F>
-void onRanks(int n, F body) {
-  std::vector<ncclComm_t> comms(n);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { body(r, comms[r]); });
-  for (auto& t : threads) t.join();
-  for (auto c : comms) ASSERT_EQ(ncclCommDestroy(c), ncclSuccess);
-}
+using weft::test::onRanks;
 
 float valueOf(int rank, int iter, size_t i) {
   return static_cast<float>((rank + 1) * 1000 + iter * 7 + static_cast<int>(i % 13));

@@ -15,6 +15,9 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/comms.h"
+#include "tests/support/scoped_env.h"
+#include "tests/support/text_file.h"
 #include "tests/support/values.h"
 
 using namespace weft::test;
@@ -52,65 +55,6 @@ const bool kConfigured = [] {
   return true;
 }();
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-class LogWatch {
- public:
-  LogWatch() : start_(readFile(logPath()).size()) {}
-  std::string text() const { return readFile(logPath()).substr(start_); }
-
- private:
-  size_t start_;
-};
-
-class Comms {
- public:
-  explicit Comms(int n) : comms_(n) {
-    EXPECT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  }
-  ~Comms() {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  const std::vector<ncclComm_t>& get() const { return comms_; }
-
- private:
-  std::vector<ncclComm_t> comms_;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const std::string& k, const std::string& v) : key_(k) {
-    if (const char* old = getenv(k.c_str())) old_ = old;
-    setenv(k.c_str(), v.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(key_.c_str(), old_->c_str(), 1);
-    else unsetenv(key_.c_str());
-  }
-
- private:
-  std::string key_;
-  std::optional<std::string> old_;
-};
-
-void expectExact(const std::vector<ncclComm_t>& comms, const CheckCase& c) {
-  CheckResult r = runCheck(comms, c);
-  EXPECT_EQ(r.status, ncclSuccess) << describe(c, 8) << ": " << r.message;
-  EXPECT_EQ(r.wrong, 0u) << describe(c, 8) << ": " << r.message;
-}
-
 // Counts with many small factors, so every synthesized plan cuts them into whole chunks:
 // allgather 8 x 161280 x 4 B = 5 MiB of output, allreduce 1290240 x 4 B = 5 MiB.
 constexpr size_t kAllGatherCount = 161280;
@@ -119,10 +63,12 @@ constexpr size_t kAllReduceCount = 1290240;
 // Runs allgather and allreduce, in and out of place; returns how many calls used a synthesized
 // plan (each rank logs its first use of a plan per call shape).
 size_t runAndCountSynthesized(const std::vector<ncclComm_t>& comms) {
-  LogWatch log;
+  LogWatch log(logPath());
   for (bool inPlace : {false, true}) {
-    expectExact(comms, CheckCase{Coll::kAllGather, ncclInt32, ncclSum, kAllGatherCount, 0, inPlace});
-    expectExact(comms, CheckCase{Coll::kAllReduce, ncclInt32, ncclSum, kAllReduceCount, 0, inPlace});
+    expectExact(comms,
+                CheckCase{Coll::kAllGather, ncclInt32, ncclSum, kAllGatherCount, 0, inPlace});
+    expectExact(comms,
+                CheckCase{Coll::kAllReduce, ncclInt32, ncclSum, kAllReduceCount, 0, inPlace});
   }
   return occurrences(log.text(), " uses synth:");
 }
@@ -130,7 +76,7 @@ size_t runAndCountSynthesized(const std::vector<ncclComm_t>& comms) {
 TEST(SynthComm, Dgx1PlansRunExactlyAndComeFromTheDiskCacheNextTime) {
   ASSERT_TRUE(kConfigured);
   {
-    LogWatch log;
+    LogWatch log(logPath());
     Comms comms(8);
     const std::string init = log.text();
     ASSERT_NE(init.find("synthesized plans from synthesized in"), std::string::npos) << init;
@@ -139,11 +85,10 @@ TEST(SynthComm, Dgx1PlansRunExactlyAndComeFromTheDiskCacheNextTime) {
   }
   {
     // Every communicator is gone: the next init reads the plans back from disk.
-    LogWatch log;
+    LogWatch log(logPath());
     Comms comms(8);
     const std::string init = log.text();
-    EXPECT_NE(init.find("synthesized plans from disk cache " + cacheDir() + "/"),
-              std::string::npos)
+    EXPECT_NE(init.find("synthesized plans from disk cache " + cacheDir() + "/"), std::string::npos)
         << init;
     EXPECT_EQ(runAndCountSynthesized(comms.get()), 4u * 8);
   }
@@ -155,9 +100,10 @@ TEST(SynthComm, Dgx1PlansRunExactlyAndComeFromTheDiskCacheNextTime) {
   {
     ScopedEnv algo("NCCL_ALGO", "allgather:synth");
     Comms comms(8);
-    LogWatch log;
+    LogWatch log(logPath());
     // Forced: allgather takes the synthesized plan; allreduce is left to the selector.
-    expectExact(comms.get(), CheckCase{Coll::kAllGather, ncclInt32, ncclSum, kAllGatherCount, 0, false});
+    expectExact(comms.get(),
+                CheckCase{Coll::kAllGather, ncclInt32, ncclSum, kAllGatherCount, 0, false});
     EXPECT_EQ(occurrences(log.text(), "allgather of 161280 x 4 bytes uses synth:"), 8u);
   }
 }
@@ -175,7 +121,7 @@ TEST(SynthComm, CorruptCacheEntryIsIgnoredAndRebuilt) {
     ++damaged;
   }
   ASSERT_GT(damaged, 0);
-  LogWatch log;
+  LogWatch log(logPath());
   Comms comms(8);
   const std::string init = log.text();
   EXPECT_NE(init.find("ignored"), std::string::npos) << init;
@@ -223,7 +169,7 @@ TEST(SynthComm, GroupSimulateEndEstimatesWithoutRunning) {
 }
 
 TEST(SynthComm, GroupSimulateEndOfSendAndRecv) {
-  Comms comms(2);  // GPUs 0 and 1 of the DGX-1: two NVLinks, 50 GB/s
+  Comms comms(2);                // GPUs 0 and 1 of the DGX-1: two NVLinks, 50 GB/s
   const size_t count = 1 << 18;  // 1 MiB of floats
   std::vector<float> data(count, 3.0f), out(count, -1.0f);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);

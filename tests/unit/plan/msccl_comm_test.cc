@@ -13,7 +13,10 @@
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/comms.h"
 #include "tests/support/grid.h"
+#include "tests/support/scoped_env.h"
+#include "tests/support/text_file.h"
 #include "tests/support/values.h"
 
 using namespace weft::test;
@@ -40,29 +43,6 @@ const bool kLogConfigured = [] {
   ::testing::AddGlobalTestEnvironment(new LogCleanup);
   return true;
 }();
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-// Log text written since construction.
-class LogWatch {
- public:
-  LogWatch() : start_(readFile(logPath()).size()) {}
-  std::string text() const { return readFile(logPath()).substr(start_); }
-
- private:
-  size_t start_;
-};
 
 // A temporary plan directory, removed with its files.
 class PlanDir {
@@ -93,49 +73,9 @@ class PlanDir {
   std::vector<std::string> files_;
 };
 
-class Comms {
- public:
-  explicit Comms(int n) : comms_(n) {
-    EXPECT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  }
-  ~Comms() {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  const std::vector<ncclComm_t>& get() const { return comms_; }
-
- private:
-  std::vector<ncclComm_t> comms_;
-};
-
-// Environment for one communicator set, restored afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
-    for (auto& [k, v] : vars) {
-      const char* old = getenv(k.c_str());
-      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-      setenv(k.c_str(), v.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_)
-      if (v) setenv(k.c_str(), v->c_str(), 1); else unsetenv(k.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 bool haveShared() {
   struct stat st;
   return ::stat(kMsccl.c_str(), &st) == 0;
-}
-
-void expectExact(const std::vector<ncclComm_t>& comms, const CheckCase& c) {
-  CheckResult r = runCheck(comms, c);
-  EXPECT_EQ(r.status, ncclSuccess) << describe(c, 8) << ": " << r.message;
-  EXPECT_EQ(r.wrong, 0u) << describe(c, 8) << ": " << r.message;
 }
 
 struct FileCase {
@@ -154,7 +94,7 @@ TEST_P(RealFileRuns, InPlaceCallsUseThePlanAndAreExact) {
   const FileCase& fc = GetParam();
   PlanDir dir;
   dir.copy(fc.file);
-  LogWatch log;
+  LogWatch log(logPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "msccl"}, {"WEFT_SLOTS", "4"}});
   Comms comms(8);
   for (size_t count : fc.counts) {
@@ -175,11 +115,13 @@ INSTANTIATE_TEST_SUITE_P(
     Files, RealFileRuns,
     ::testing::Values(
         // 512 B - 40960 B, 128 chunks.
-        FileCase{"ndv4/ap2ll.xml", "allreduce_pairs", Coll::kAllReduce, {128, 1280, 10240},
-                 false},
+        FileCase{"ndv4/ap2ll.xml", "allreduce_pairs", Coll::kAllReduce, {128, 1280, 10240}, false},
         // 266240 B - 2078720 B, 64 chunks.
-        FileCase{"ndv4/r48ll.xml", "allreduce_ring_4channelsperring", Coll::kAllReduce,
-                 {66560, 131072}, true},
+        FileCase{"ndv4/r48ll.xml",
+                 "allreduce_ring_4channelsperring",
+                 Coll::kAllReduce,
+                 {66560, 131072},
+                 true},
         // 1 MiB - 2 MiB-1, 16 chunks.
         FileCase{"ndv5/ar-1m.xml", "all_reduce_llm", Coll::kAllReduce, {262144, 393216}, true},
         // 8 x count x 4 B in 1 MiB - 2 MiB-1, 32 chunks of the 8-rank output.
@@ -196,7 +138,7 @@ TEST(PlanLibraryComm, OutsideTheWindowBuiltInsRunInsideEveryOpUsesThePlan) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log;
+  LogWatch log(logPath());
   ScopedEnv env({{"MSCCL_ALGO_DIR", dir.path()}});
   Comms comms(8);
   // 130 does not split into 128 chunks, 20480 floats are past maxBytes: no plan applies.
@@ -219,7 +161,7 @@ TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log;
+  LogWatch log(logPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}});
   Comms comms(8);
   // Even ranks call in place, odd ranks out of place: every rank still picks the same plan.
@@ -233,9 +175,9 @@ TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int r = 0; r < 8; ++r) {
     const float* in = r % 2 ? send[r].data() : recv[r].data();
-    ASSERT_EQ(ncclAllReduce(in, recv[r].data(), count, ncclFloat32, ncclSum, comms.get()[r],
-                            nullptr),
-              ncclSuccess);
+    ASSERT_EQ(
+        ncclAllReduce(in, recv[r].data(), count, ncclFloat32, ncclSum, comms.get()[r], nullptr),
+        ncclSuccess);
   }
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   for (int r = 0; r < 8; ++r)
@@ -252,18 +194,24 @@ TEST(PlanLibraryComm, BufferingPlansRunInPiecesPastOneSlot) {
       "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">\n";
   for (int r = 0; r < 2; ++r) {
     const std::string me = std::to_string(r), peer = std::to_string(1 - r);
-    x += "<gpu id=\"" + me + "\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" "
-         "send=\"" + peer + "\" recv=\"" + peer + "\" chan=\"0\">"
-         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" + peer + "\" dstbuf=\"o\" "
+    x += "<gpu id=\"" + me +
+         "\" i_chunks=\"2\" o_chunks=\"0\" s_chunks=\"0\"><tb id=\"0\" "
+         "send=\"" +
+         peer + "\" recv=\"" + peer +
+         "\" chan=\"0\">"
+         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" +
+         peer +
+         "\" dstbuf=\"o\" "
          "dstoff=\"-1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
-         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" + me + "\" dstbuf=\"i\" dstoff=\"" +
-         me + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
-         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"i\" dstoff=\"" + peer +
-         "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
+         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" +
+         me + "\" dstbuf=\"i\" dstoff=\"" + me +
+         "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"i\" dstoff=\"" +
+         peer + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
   }
   PlanDir dir;
   dir.add("pair.xml", x + "</algo>\n");
-  LogWatch log;
+  LogWatch log(logPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}});
   Comms comms(2);
   // 2048 floats make 4 KiB messages (one slot), 4096 floats 8 KiB ones.
@@ -294,7 +242,7 @@ TEST(PlanLibraryComm, StreamingFilesRunWithSmallSlots) {
     SCOPED_TRACE(fc.file);
     PlanDir dir;
     dir.copy(fc.file);
-    LogWatch log;
+    LogWatch log(logPath());
     // Messages of tens of KiB through two 4 KiB slots per connection.
     ScopedEnv env(
         {{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}, {"WEFT_SLOTS", "2"}});
@@ -310,13 +258,13 @@ TEST(PlanLibraryComm, ProcessesOverSharedMemory) {
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
   dir.copy("ndv5/ag-1m.xml");
-  LogWatch log;
+  LogWatch log(logPath());
   // Eight processes of one rank each: the plans' sends and receives cross processes.
-  const auto body = [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks,
-                       int n) {
+  const auto body = [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
     for (bool inPlace : {true, false})
-      for (const CheckCase& c : {CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 2560, 0, inPlace},
-                                 CheckCase{Coll::kAllGather, ncclInt32, ncclSum, 36864, 0, inPlace}}) {
+      for (const CheckCase& c :
+           {CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 2560, 0, inPlace},
+            CheckCase{Coll::kAllGather, ncclInt32, ncclSum, 36864, 0, inPlace}}) {
         CheckResult r = runCheckRanks(comms, ranks, n, c);
         if (r.status != ncclSuccess || r.wrong != 0) {
           fprintf(stderr, "%s: %s\n", describe(c, n).c_str(), r.message.c_str());
@@ -340,7 +288,7 @@ TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log;
+  LogWatch log(logPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "^msccl"}});
   Comms comms(8);
   expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 1280, 0, true});
@@ -351,16 +299,16 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
   ASSERT_TRUE(kLogConfigured);
   PlanDir dir;
   const std::string broken = dir.add("broken.xml", "<algo name=\"x\" proto=\"LL\"");
-  const std::string idle = dir.add(
-      "idle.xml",
-      "<algo name=\"c\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" "
-      "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">"
-      "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/>"
-      "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/></algo>");
+  const std::string idle =
+      dir.add("idle.xml",
+              "<algo name=\"c\" proto=\"LL\" nchannels=\"1\" nchunksperloop=\"1\" ngpus=\"2\" "
+              "coll=\"allreduce\" inplace=\"1\" outofplace=\"0\" minBytes=\"0\" maxBytes=\"0\">"
+              "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/>"
+              "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/></algo>");
   dir.add("notes.txt", "not a plan");
-  LogWatch log;
-  ScopedEnv env({{"WEFT_PLAN_DIR", dir.path() + ":/nonexistent/weft-plans"},
-                 {"NCCL_ALGO", "msccl"}});
+  LogWatch log(logPath());
+  ScopedEnv env(
+      {{"WEFT_PLAN_DIR", dir.path() + ":/nonexistent/weft-plans"}, {"NCCL_ALGO", "msccl"}});
   {
     Comms comms(2);
     // Nothing loaded, so the forced "msccl" has no plan to run: the call fails, as NCCL's do
@@ -375,7 +323,8 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
             std::string::npos)
       << text;
   // Well-formed, but computes nothing: the verifier's postcondition refuses it.
-  EXPECT_NE(text.find("rejected " + idle + ": at count 1: plan verifier: "
+  EXPECT_NE(text.find("rejected " + idle +
+                      ": at count 1: plan verifier: "
                       "postcondition of allreduce"),
             std::string::npos)
       << text;

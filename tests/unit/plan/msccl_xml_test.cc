@@ -11,28 +11,19 @@
 
 #include "src/common/error.h"
 #include "src/plan/verifier.h"
+#include "tests/support/text_file.h"
 
 namespace weft::plan {
 namespace {
+
+using test::occurrences;
+using test::readFile;
 
 const std::string kMsccl = WEFT_SHARED_MSCCL;
 
 bool haveShared() {
   struct stat st;
   return ::stat(kMsccl.c_str(), &st) == 0;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 size_t laneCount(const ChunkPlan& p) {
@@ -70,7 +61,7 @@ TEST(MscclRealFiles, ImportMatchesTheText) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   for (const RealFile& f : kRealFiles) {
     SCOPED_TRACE(f.path);
-    const std::string text = slurp(kMsccl + "/" + f.path);
+    const std::string text = readFile(kMsccl + "/" + f.path);
     ChunkPlan p = importMscclFile(kMsccl + "/" + f.path);
     EXPECT_EQ(p.name, f.name);
     EXPECT_EQ(p.coll, f.coll);
@@ -234,7 +225,8 @@ void expectRefused(const std::string& text, std::vector<std::string> needles) {
     EXPECT_EQ(e.code(), Status::kInvalidArgument);
     const std::string msg = e.what();
     EXPECT_EQ(msg.rfind("t.xml", 0), 0u) << msg;
-    for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << msg << "\nlacks: " << n;
+    for (const auto& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << msg << "\nlacks: " << n;
   }
 }
 
@@ -259,8 +251,8 @@ TEST(MscclImport, SmallPlanReadsAndVerifies) {
 }
 
 TEST(MscclImport, ToleratesRcclExtrasCommentsAndDeclarations) {
-  std::string x = replaced(validXml(), "maxBytes=\"0\"",
-                           "maxBytes=\"0\" maxcount=\"2\" nthreadblocks=\"4\"");
+  std::string x =
+      replaced(validXml(), "maxBytes=\"0\"", "maxBytes=\"0\" maxcount=\"2\" nthreadblocks=\"4\"");
   x = "<?xml version=\"1.0\"?>\n" + replaced(x, "<tb id=\"1\"", "<!-- copy lane -->\n<tb id=\"1\"");
   ChunkPlan p = importMsccl(x);
   EXPECT_EQ(chunkPlanDifference(p, importMsccl(validXml())), "");
@@ -291,7 +283,7 @@ ChunkPlan handBuilt() {
     Step rcs{Op::kRecvCopySend, (r + 1) % 3, (r + 2) % 3, Ref{}, Ref{kOutput, 0}, 1, {}};
     Step rrs{Op::kRecvReduceSend, (r + 1) % 3, (r + 2) % 3, Ref{kOutput, 3}, Ref{}, 1, {}};
     Step rrcs{Op::kRecvReduceCopySend, (r + 1) % 3, (r + 2) % 3, Ref{kScratch, 1},
-              Ref{kOutput, 1}, 1, {}};
+              Ref{kOutput, 1},         1,           {}};
     Step rrc{Op::kRecvReduceCopy, -1, (r + 2) % 3, Ref{kScratch, 0}, Ref{kOutput, 3}, 1, {}};
     Step nop{Op::kNop, -1, -1, Ref{}, Ref{}, 0, {{0, 0}}};
     Step cpy{Op::kCopy, -1, -1, Ref{kInput, 0}, Ref{kOutput, 0}, 4, {{0, 1}, {1, 0}}};
@@ -396,8 +388,9 @@ TEST(MscclMalformed, AlgoAttributes) {
 }
 
 TEST(MscclMalformed, MissingOrNonNumericAttribute) {
-  expectRefused(replaced(validXml(), " cnt=\"1\"", ""),
-                {"t.xml:5:", "<gpu id=\"0\"> <tb id=\"0\"> <step s=\"0\">", "missing attribute cnt"});
+  expectRefused(
+      replaced(validXml(), " cnt=\"1\"", ""),
+      {"t.xml:5:", "<gpu id=\"0\"> <tb id=\"0\"> <step s=\"0\">", "missing attribute cnt"});
   expectRefused(replaced(validXml(), "srcoff=\"1\"", "srcoff=\"1x\""),
                 {"<step s=\"0\">", "srcoff=\"1x\" is not an integer"});
   expectRefused(replaced(validXml(), "chan=\"0\"", "chan=\"\""), {"<tb id=\"0\">", "chan=\"\""});
@@ -446,9 +439,10 @@ TEST(MscclMalformed, TransferOnTbWithoutPeer) {
 }
 
 TEST(MscclMalformed, OperandOutOfBounds) {
-  expectRefused(replaced(validXml(), "dstbuf=\"s\" dstoff=\"0\" cnt=\"1\"",
-                         "dstbuf=\"s\" dstoff=\"0\" cnt=\"2\""),
-                {"<tb id=\"1\"> <step s=\"0\">", "dst chunks [0, 2) are outside buffer s of 1 chunks"});
+  expectRefused(
+      replaced(validXml(), "dstbuf=\"s\" dstoff=\"0\" cnt=\"1\"",
+               "dstbuf=\"s\" dstoff=\"0\" cnt=\"2\""),
+      {"<tb id=\"1\"> <step s=\"0\">", "dst chunks [0, 2) are outside buffer s of 1 chunks"});
   expectRefused(replaced(validXml(), "srcoff=\"1\"", "srcoff=\"-1\""),
                 {"<step s=\"0\">", "srcoff=-1 on a step that uses its src"});
   expectRefused(replaced(validXml(), "i_chunks=\"2\"", "i_chunks=\"99\""), {"i_chunks=99"});
@@ -456,7 +450,8 @@ TEST(MscclMalformed, OperandOutOfBounds) {
 
 TEST(MscclMalformed, DanglingDependency) {
   expectRefused(replaced(validXml(), "depid=\"0\" deps=\"1\"", "depid=\"2\" deps=\"1\""),
-                {"t.xml:11:", "<tb id=\"1\"> <step s=\"0\">", "depends on tb 2 step 1, which does not exist"});
+                {"t.xml:11:", "<tb id=\"1\"> <step s=\"0\">",
+                 "depends on tb 2 step 1, which does not exist"});
   expectRefused(replaced(validXml(), "depid=\"0\" deps=\"1\"", "depid=\"0\" deps=\"4\""),
                 {"depends on tb 0 step 4"});
   expectRefused(replaced(validXml(), "depid=\"0\" deps=\"1\"", "depid=\"0\" deps=\"-1\""),
@@ -474,7 +469,8 @@ TEST(MscclMalformed, DependencyCycle) {
 }
 
 TEST(MscclMalformed, HasdepOutOfRange) {
-  expectRefused(replaced(validXml(), "hasdep=\"1\"", "hasdep=\"2\""), {"hasdep=2 is outside [0, 1]"});
+  expectRefused(replaced(validXml(), "hasdep=\"1\"", "hasdep=\"2\""),
+                {"hasdep=2 is outside [0, 1]"});
 }
 
 TEST(MscclMalformed, Limits) {
@@ -497,7 +493,8 @@ TEST(MscclMalformed, Limits) {
   small = MscclLimits{};
   small.maxStepsPerLane = 2;
   EXPECT_THROW(importMsccl(validXml(), "t.xml", small), Error);
-  expectRefused(replaced(validXml(), "ngpus=\"2\"", "ngpus=\"100000\""), {"ngpus=100000 is outside"});
+  expectRefused(replaced(validXml(), "ngpus=\"2\"", "ngpus=\"100000\""),
+                {"ngpus=100000 is outside"});
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "src/common/error.h"
+#include "src/common/host_id.h"
 #include "src/topo/discover.h"
 #include "src/topo/probes/cuda_probe.h"
 #include "src/topo/probes/hwloc_probe.h"
@@ -112,7 +113,7 @@ TEST(TopoProbe, DiscoveryOfThisMachineRoundTrips) {
   Discovery d = discoverHost({});
   const Topology& t = *d.topology;
   EXPECT_EQ(t.hostCount(), 1);
-  EXPECT_EQ(t.host(0).hostHash, localHostHash());
+  EXPECT_EQ(t.host(0).hostHash, weft::hostHash());
   EXPECT_EQ(t.count(NodeKind::kCpu), t.host(0).numaNodes);
   EXPECT_EQ(d.source, "probe");
   ASSERT_EQ(d.reports.size(), 5u);

@@ -14,10 +14,13 @@
 #include "src/common/error.h"
 #include "src/topo/xml_reader.h"
 #include "src/topo/xml_writer.h"
+#include "tests/support/scoped_env.h"
 #include "tests/unit/topo/topo_test_util.h"
 
 namespace weft::topo {
 namespace {
+
+using weft::test::ScopedEnv;
 
 // A fixed-size allgather among threads of this process.
 class ThreadAllgather {
@@ -36,25 +39,6 @@ class ThreadAllgather {
   int n_;
   std::barrier<> barrier_;
   std::vector<std::vector<char>> blocks_;
-};
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
 };
 
 TEST(TopoSystem, VariableAllgatherOverAFixedOne) {

@@ -14,49 +14,14 @@ namespace weft::synth {
 namespace {
 
 using plan::Collective;
-
-int32_t value(int rank, uint64_t i) { return (rank + 1) * 1000 + static_cast<int32_t>(i % 997); }
-
-// Runs the plan at `count` out of place and in place; returns "" or the first wrong element.
-std::string runAndCheck(const plan::ChunkPlan& cp, uint64_t count) {
-  const plan::Plan p = plan::instantiate(cp, count);
-  const int n = p.spec.nranks;
-  std::vector<std::vector<int32_t>> in(n);
-  for (int r = 0; r < n; ++r) {
-    in[r].resize(plan::bufferSizes(p.spec, r).input);
-    for (uint64_t i = 0; i < in[r].size(); ++i) in[r][i] = value(r, i);
-  }
-  auto sum = [&](uint64_t i) {
-    int32_t s = 0;
-    for (int q = 0; q < n; ++q) s += value(q, i);
-    return s;
-  };
-  for (bool inPlace : {false, true}) {
-    const auto out = test::runPlan(p, in, inPlace, 256);
-    for (int r = 0; r < n; ++r) {
-      if (cp.coll == Collective::kReduce && r != cp.root) continue;
-      for (uint64_t i = 0; i < out[r].size(); ++i) {
-        int32_t want = 0;
-        switch (cp.coll) {
-          case Collective::kAllGather: want = value(static_cast<int>(i / count), i % count); break;
-          case Collective::kReduceScatter: want = sum(r * count + i); break;
-          case Collective::kBroadcast: want = value(cp.root, i); break;
-          default: want = sum(i); break;
-        }
-        if (out[r][i] != want)
-          return cp.name + (inPlace ? " in place" : "") + ": rank " + std::to_string(r) +
-                 " output[" + std::to_string(i) + "] = " + std::to_string(out[r][i]) +
-                 ", expected " + std::to_string(want);
-      }
-    }
-  }
-  return "";
-}
+using test::runAndCheck;
 
 // A count whose chunks span several 64-element FIFO slots.
 uint64_t countFor(const plan::ChunkPlan& cp) {
   const uint64_t base = test::baseCount(cp);
-  return base * std::max<uint64_t>(1, (150 * cp.chunksPerLoop) / (base * plan::sizeMultiplier(cp.coll, cp.nranks)) + 1);
+  return base *
+         std::max<uint64_t>(
+             1, (150 * cp.chunksPerLoop) / (base * plan::sizeMultiplier(cp.coll, cp.nranks)) + 1);
 }
 
 TEST(Execute, RingPlansOnTheDgx1) {

@@ -55,8 +55,8 @@ class LocalFabric {
       transport::pairInit(block->mem, ctx_[rank]);
     }
     auto conn = transport::pairConnection(
-        ctx_[rank], peer, block->mem, "test", block,
-        [](std::string*) { return Status::kSuccess; }, transport::RemoteMode::kDirect);
+        ctx_[rank], peer, block->mem, "test", block, [](std::string*) { return Status::kSuccess; },
+        transport::RemoteMode::kDirect);
     transport::Connection* raw = conn.get();
     conns_[key] = std::move(conn);
     return raw;
@@ -144,6 +144,60 @@ std::vector<std::vector<int32_t>> runPlan(const plan::Plan& p,
       outputs[r].assign(mem[r].begin() + outOff, mem[r].begin() + outOff + sz.output);
     }
   return outputs;
+}
+
+namespace {
+
+int32_t inputValue(int rank, uint64_t i) {
+  return (rank + 1) * 1000 + static_cast<int32_t>(i % 997);
+}
+
+}  // namespace
+
+std::string runAndCheck(const plan::ChunkPlan& cp, uint64_t count) {
+  using plan::Collective;
+  const plan::Plan p = plan::instantiate(cp, count);
+  const int n = p.spec.nranks;
+  std::vector<std::vector<int32_t>> in(n);
+  for (int r = 0; r < n; ++r) {
+    in[r].resize(plan::bufferSizes(p.spec, r).input);
+    for (uint64_t i = 0; i < in[r].size(); ++i) in[r][i] = inputValue(r, i);
+  }
+  auto sum = [&](uint64_t i) {
+    int32_t s = 0;
+    for (int q = 0; q < n; ++q) s += inputValue(q, i);
+    return s;
+  };
+  auto expected = [&](int r, uint64_t i) {
+    switch (cp.coll) {
+      case Collective::kAllGather:
+        return inputValue(static_cast<int>(i / count), i % count);
+      case Collective::kAlltoAll:
+        return inputValue(static_cast<int>(i / count), r * count + i % count);
+      case Collective::kBroadcast:
+        return inputValue(cp.root, i);
+      case Collective::kReduceScatter:
+        return sum(r * count + i);
+      default:
+        return sum(i);
+    }
+  };
+  std::vector<bool> modes{false};
+  if (cp.inPlace) modes.push_back(true);
+  for (bool inPlace : modes) {
+    const auto out = runPlan(p, in, inPlace, 256);
+    for (int r = 0; r < n; ++r) {
+      if (cp.coll == Collective::kReduce && r != cp.root) continue;
+      for (uint64_t i = 0; i < out[r].size(); ++i) {
+        const int32_t want = expected(r, i);
+        if (out[r][i] != want)
+          return cp.name + (inPlace ? " in place" : "") + ": rank " + std::to_string(r) +
+                 " output[" + std::to_string(i) + "] = " + std::to_string(out[r][i]) +
+                 ", expected " + std::to_string(want);
+      }
+    }
+  }
+  return "";
 }
 
 }  // namespace weft::synth::test

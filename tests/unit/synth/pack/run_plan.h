@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "src/plan/chunk_plan.h"
 #include "src/plan/plan.h"
 
 namespace weft::synth::test {
@@ -15,5 +16,10 @@ namespace weft::synth::test {
 std::vector<std::vector<int32_t>> runPlan(const plan::Plan& plan,
                                           const std::vector<std::vector<int32_t>>& inputs,
                                           bool inPlace = false, uint32_t slotBytes = 4096);
+
+// Instantiates `cp` at `count`, runs it out of place (and in place where cp.inPlace) on inputs
+// with a distinct value per rank and element, and checks every output element against the
+// collective's result (a reduce only at its root). Returns "" or the first wrong element.
+std::string runAndCheck(const plan::ChunkPlan& cp, uint64_t count);
 
 }  // namespace weft::synth::test

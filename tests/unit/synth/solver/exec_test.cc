@@ -13,55 +13,7 @@ namespace weft::synth::solver {
 namespace {
 
 using plan::Collective;
-
-int32_t value(int rank, uint64_t i) { return (rank + 1) * 1000 + static_cast<int32_t>(i % 997); }
-
-// Runs `cp` at `count`; returns "" or the first wrong element.
-std::string runAndCheck(const plan::ChunkPlan& cp, uint64_t count) {
-  const plan::Plan p = plan::instantiate(cp, count);
-  const int n = p.spec.nranks;
-  std::vector<std::vector<int32_t>> in(n);
-  for (int r = 0; r < n; ++r) {
-    in[r].resize(plan::bufferSizes(p.spec, r).input);
-    for (uint64_t i = 0; i < in[r].size(); ++i) in[r][i] = value(r, i);
-  }
-  auto sum = [&](uint64_t i) {
-    int32_t s = 0;
-    for (int q = 0; q < n; ++q) s += value(q, i);
-    return s;
-  };
-  std::vector<bool> modes{false};
-  if (cp.inPlace) modes.push_back(true);
-  for (bool inPlace : modes) {
-    const auto out = synth::test::runPlan(p, in, inPlace, 256);
-    for (int r = 0; r < n; ++r)
-      for (uint64_t i = 0; i < out[r].size(); ++i) {
-        int32_t want = 0;
-        switch (cp.coll) {
-          case Collective::kAllGather:
-            want = value(static_cast<int>(i / count), i % count);
-            break;
-          case Collective::kAlltoAll:
-            want = value(static_cast<int>(i / count), r * count + i % count);
-            break;
-          case Collective::kBroadcast:
-            want = value(cp.root, i);
-            break;
-          case Collective::kReduceScatter:
-            want = sum(r * count + i);
-            break;
-          default:
-            want = sum(i);
-            break;
-        }
-        if (out[r][i] != want)
-          return cp.name + (inPlace ? " in place" : "") + ": rank " + std::to_string(r) +
-                 " output[" + std::to_string(i) + "] = " + std::to_string(out[r][i]) +
-                 ", expected " + std::to_string(want);
-      }
-  }
-  return "";
-}
+using synth::test::runAndCheck;
 
 // A count whose chunks span several 64-element FIFO slots.
 uint64_t countFor(const plan::ChunkPlan& cp) {

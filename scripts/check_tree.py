@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""Checks of the source tree's shape, for CI (ctest label `lint`, tests/lint/CMakeLists.txt).
+
+Each check prints every violation as `file:line: message` and the script exits 1 when any check
+found one (2 on a usage error). Checks:
+
+  include_cycles  no cycle among the project's own files through `#include "..."` lines
+                  (paths from the repository root, or include/ for the public headers)
+  file_length     no source file under src/ or transports/ longer than MAX_LINES lines
+  env_reads       getenv / env::get* / env::isSet only in the files of ENV_READERS
+  transport_base  transports/base/ holds interfaces: no .cc other than TRANSPORT_BASE_SOURCES
+  clang_format    every tracked .cc / .h under FORMAT_DIRS is formatted per .clang-format
+
+Usage: scripts/check_tree.py [--root DIR] [CHECK ...]   (no CHECK: all of them)
+Python 3 standard library only; the files are the ones git tracks (every file when DIR is not a
+git checkout).
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+# ------------------------------------------------------------------------------------------------
+# Allow-lists. The lead shrinks these; each entry is a path from the repository root.
+# ------------------------------------------------------------------------------------------------
+
+# Files that may read the environment. The rule: knobs are read through the registry
+# (src/common/env.*) by the init code, and handed to the rest as values. This list is what the
+# tree needs TODAY; every entry outside the registry is a reader waiting to be moved to init.
+ENV_READERS = [
+    # the knob registry
+    "src/common/env.cc",
+    "src/common/env.h",
+    # init: the API entry, the communicator, and the Tuning it fills from the registry
+    "src/api/launch.cc",
+    "src/core/communicator.cc",
+    "src/common/tuning.cc",
+    # TODAY's other readers, to be moved behind init
+    "src/bootstrap/bootstrap.cc",
+    "src/bootstrap/interfaces.cc",
+    "src/common/clock.cc",
+    "src/common/futex.cc",
+    "src/common/host_id.cc",
+    "src/common/log.cc",
+    "src/common/reduce.cc",
+    "src/core/cpu_placement.cc",
+    "src/core/synth_plans.cc",
+    "src/exec/executor.cc",
+    "src/exec/host_stream.cc",
+    "src/select/plan_library.cc",
+    "src/topo/discover.cc",
+    "src/topo/system.cc",
+    "synth/auto/plan_cache.cc",
+    "synth/tools/weft_topo.cc",
+    "transports/base/fifo.cc",
+    "transports/base/transport.cc",
+    "transports/local/local_transport.cc",
+    "transports/shm/shm_transport.cc",
+    "transports/tcp/engine.cc",
+    "transports/tcp/link.cc",
+    "transports/tcp/tcp_transport.cc",
+]
+
+# The folders whose files env_reads looks at (the library and its tools; tests and benchmarks set
+# and read their own environment).
+ENV_DIRS = ["include", "src", "transports", "algorithms", "synth"]
+
+# The .cc files transports/base/ may hold: the transport registry, nothing else. The base folder
+# is the interface every transport implements; shared machinery lives elsewhere.
+TRANSPORT_BASE_SOURCES = [
+    "transports/base/transport.cc",
+]
+
+# file_length: the folders it covers and the limit.
+LENGTH_DIRS = ["src", "transports"]
+MAX_LINES = 600
+
+# clang_format: the folders it covers.
+FORMAT_DIRS = ["include", "src", "transports", "algorithms", "synth", "perf", "tests", "trainers"]
+
+SOURCE_SUFFIXES = (".cc", ".h", ".c", ".cu", ".cuh", ".inc", ".hpp", ".cpp")
+
+# ------------------------------------------------------------------------------------------------
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+ENV_READ_RE = re.compile(r"\b(?:secure_getenv|getenv)\s*\(|\benv::(?:get\w*|isSet)\s*\(")
+
+
+class Tree:
+    def __init__(self, root):
+        self.root = os.path.abspath(root)
+        self.files = self._list_files()
+        self.file_set = set(self.files)
+
+    def _list_files(self):
+        try:
+            out = subprocess.run(["git", "-C", self.root, "ls-files", "-z"], check=True,
+                                 capture_output=True).stdout.decode()
+            # Files deleted in the working tree but not yet from the index are gone.
+            return sorted(f for f in out.split("\0")
+                          if f and os.path.isfile(os.path.join(self.root, f)))
+        except (OSError, subprocess.CalledProcessError):
+            found = []
+            for dirpath, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = [d for d in dirnames if not d.startswith((".", "build"))]
+                for name in filenames:
+                    found.append(os.path.relpath(os.path.join(dirpath, name), self.root))
+            return sorted(found)
+
+    def sources(self, dirs=None, suffixes=SOURCE_SUFFIXES):
+        for f in self.files:
+            if not f.endswith(suffixes):
+                continue
+            if dirs is None or any(f.startswith(d.rstrip("/") + "/") for d in dirs):
+                yield f
+
+    def lines(self, path):
+        with open(os.path.join(self.root, path), encoding="utf-8", errors="replace") as fh:
+            return fh.read().split("\n")
+
+
+def code_part(line):
+    """The line without a // comment (good enough for include and call lines)."""
+    at = line.find("//")
+    return line if at < 0 else line[:at]
+
+
+# --- include_cycles ---------------------------------------------------------------------------
+
+def include_graph(tree):
+    """{file: [(included file, line number)]} over the project's own files."""
+    graph = {}
+    for f in tree.sources():
+        edges = []
+        for number, line in enumerate(tree.lines(f), 1):
+            m = INCLUDE_RE.match(line)
+            if not m:
+                continue
+            target = m.group(1)
+            for candidate in (target, "include/" + target,
+                              os.path.normpath(os.path.join(os.path.dirname(f), target))):
+                if candidate in tree.file_set:
+                    edges.append((candidate, number))
+                    break
+        graph[f] = edges
+    return graph
+
+
+def strongly_connected(graph):
+    """Tarjan's algorithm, iterative: the components of more than one file, or one that includes
+    itself."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(graph.get(start, [])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target, _ in edges:
+                if target not in index:
+                    index[target] = low[target] = counter
+                    counter += 1
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph.get(target, []))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                selfloop = any(t == node for t, _ in graph.get(node, []))
+                if len(component) > 1 or selfloop:
+                    found.append(sorted(component))
+    return found
+
+
+def cycle_through(graph, component):
+    """One cycle inside `component`, as [(file, line of its include of the next file)]."""
+    members = set(component)
+    start = component[0]
+    # Breadth-first from start back to start, inside the component.
+    previous = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for target, number in graph[node]:
+            if target not in members:
+                continue
+            if target == start:
+                path = [(node, number)]
+                while previous[path[-1][0]] is not None:
+                    path.append(previous[path[-1][0]])
+                return list(reversed(path))
+            if target not in previous:
+                previous[target] = (node, number)
+                queue.append(target)
+    return [(start, 0)]
+
+
+def check_include_cycles(tree):
+    graph = include_graph(tree)
+    problems = []
+    for component in strongly_connected(graph):
+        cycle = cycle_through(graph, component)
+        chain = " -> ".join([f for f, _ in cycle] + [cycle[0][0]])
+        for f, number in cycle:
+            problems.append(f"{f}:{number}: include cycle: {chain}")
+    return problems
+
+
+# --- file_length ------------------------------------------------------------------------------
+
+def check_file_length(tree):
+    problems = []
+    for f in tree.sources(LENGTH_DIRS):
+        count = len(tree.lines(f))
+        if tree.lines(f)[-1] == "":
+            count -= 1
+        if count > MAX_LINES:
+            problems.append(f"{f}:{MAX_LINES + 1}: {count} lines (limit {MAX_LINES})")
+    return problems
+
+
+# --- env_reads --------------------------------------------------------------------------------
+
+def check_env_reads(tree):
+    allowed = set(ENV_READERS)
+    problems = []
+    for f in tree.sources(ENV_DIRS):
+        if f in allowed:
+            continue
+        for number, line in enumerate(tree.lines(f), 1):
+            if ENV_READ_RE.search(code_part(line)):
+                problems.append(f"{f}:{number}: reads the environment (not in ENV_READERS of "
+                                f"scripts/check_tree.py): {line.strip()}")
+    return problems
+
+
+# --- transport_base ---------------------------------------------------------------------------
+
+def check_transport_base(tree):
+    allowed = set(TRANSPORT_BASE_SOURCES)
+    problems = []
+    for f in tree.sources(["transports/base"]):
+        if f.endswith(".h") or f in allowed:
+            continue
+        problems.append(f"{f}:1: transports/base/ holds interfaces only; this source is not in "
+                        "TRANSPORT_BASE_SOURCES of scripts/check_tree.py")
+    return problems
+
+
+# --- clang_format -----------------------------------------------------------------------------
+
+FORMAT_ERROR_RE = re.compile(r"^(.+?):(\d+):\d+: (?:error|warning): code should be clang-formatted")
+
+
+def check_clang_format(tree):
+    files = list(tree.sources(FORMAT_DIRS, suffixes=(".cc", ".h")))
+    binary = os.environ.get("CLANG_FORMAT", "clang-format")
+    problems = []
+    batch = 50
+    for at in range(0, len(files), batch):
+        chunk = files[at:at + batch]
+        try:
+            result = subprocess.run([binary, "--dry-run", "-Werror", *chunk], cwd=tree.root,
+                                    capture_output=True, text=True)
+        except OSError as e:
+            return [f".clang-format:1: cannot run {binary}: {e}"]
+        seen = set()
+        for line in result.stderr.splitlines():
+            m = FORMAT_ERROR_RE.match(line)
+            if not m:
+                continue
+            f = os.path.relpath(os.path.join(tree.root, m.group(1)), tree.root)
+            if f in seen:
+                continue  # one line per file: the first place it differs
+            seen.add(f)
+            problems.append(f"{f}:{m.group(2)}: not formatted per .clang-format "
+                            f"(clang-format -i {f})")
+        if result.returncode != 0 and not seen:
+            problems.append(f".clang-format:1: {binary} failed: {result.stderr.strip()[:500]}")
+    return problems
+
+
+CHECKS = {
+    "include_cycles": check_include_cycles,
+    "file_length": check_file_length,
+    "env_reads": check_env_reads,
+    "transport_base": check_transport_base,
+    "clang_format": check_clang_format,
+}
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."),
+                        help="the repository root (default: this script's parent folder)")
+    parser.add_argument("checks", nargs="*", metavar="CHECK",
+                        help="checks to run: " + ", ".join(CHECKS) + " (default: all)")
+    args = parser.parse_args(argv)
+    unknown = [c for c in args.checks if c not in CHECKS]
+    if unknown:
+        parser.error("unknown check(s): " + ", ".join(unknown))
+    tree = Tree(args.root)
+    failed = False
+    for name in args.checks or list(CHECKS):
+        problems = CHECKS[name](tree)
+        for p in problems:
+            print(p)
+        print(f"{name}: {'ok' if not problems else f'{len(problems)} violation(s)'}",
+              file=sys.stderr)
+        failed = failed or bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
