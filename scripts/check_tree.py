@@ -30,37 +30,18 @@ import sys
 # (src/common/env.*) by the init code, and handed to the rest as values. This list is what the
 # tree needs TODAY; every entry outside the registry is a reader waiting to be moved to init.
 ENV_READERS = [
-    # the knob registry
+    # the knob registry, and the one function that fills a Tuning from it (src/common/tuning.h)
     "src/common/env.cc",
     "src/common/env.h",
-    # init: the API entry, the communicator, and the Tuning it fills from the registry
-    "src/api/launch.cc",
-    "src/core/communicator.cc",
     "src/common/tuning.cc",
-    # TODAY's other readers, to be moved behind init
-    "src/bootstrap/bootstrap.cc",
-    "src/bootstrap/interfaces.cc",
-    "src/common/clock.cc",
-    "src/common/futex.cc",
-    "src/common/host_id.cc",
+    # logging is configured once per process, before any communicator (NCCL_DEBUG, ...)
     "src/common/log.cc",
+    # the reduction kernels' instruction set is a property of the process (WEFT_SIMD)
     "src/common/reduce.cc",
-    "src/core/cpu_placement.cc",
-    "src/core/synth_plans.cc",
-    "src/exec/executor.cc",
-    "src/exec/host_stream.cc",
-    "src/select/plan_library.cc",
-    "src/topo/discover.cc",
-    "src/topo/system.cc",
-    "synth/auto/plan_cache.cc",
+    # init from a launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...): not knobs
+    "src/api/launch.cc",
+    # a command-line tool's own entry point
     "synth/tools/weft_topo.cc",
-    "transports/base/fifo.cc",
-    "transports/base/transport.cc",
-    "transports/local/local_transport.cc",
-    "transports/shm/shm_transport.cc",
-    "transports/tcp/engine.cc",
-    "transports/tcp/link.cc",
-    "transports/tcp/tcp_transport.cc",
 ]
 
 # The folders whose files env_reads looks at (the library and its tools; tests and benchmarks set
@@ -69,9 +50,7 @@ ENV_DIRS = ["include", "src", "transports", "algorithms", "synth"]
 
 # The .cc files transports/base/ may hold: the transport registry, nothing else. The base folder
 # is the interface every transport implements; shared machinery lives elsewhere.
-TRANSPORT_BASE_SOURCES = [
-    "transports/base/transport.cc",
-]
+TRANSPORT_BASE_SOURCES = []
 
 # file_length: the folders it covers and the limit.
 LENGTH_DIRS = ["src", "transports"]

@@ -54,7 +54,6 @@ const std::vector<Knob>& knobs() {
       {"WEFT_HOST_ID", nullptr, "", "extra host identity mixed into the host hash (tells network-namespace hosts apart)"},
       {"WEFT_NET_GBPS", nullptr, "10", "bandwidth of one link between hosts in Gbit/s (algorithm choice only)"},
       {"WEFT_NET_LATENCY_US", nullptr, "30", "latency of one message between hosts in microseconds (algorithm choice only)"},
-      {"WEFT_TREE_CHUNK_BYTES", nullptr, "131072", "pipelining chunk of tree algorithms"},
       {"WEFT_SIMD", nullptr, "", "force kernel ISA: scalar, avx2, avx512"},
       {"NCCL_TOPO_FILE", "WEFT_TOPO_FILE", "", "NCCL topology XML to use instead of probing this host (completed from the probes)"},
       {"NCCL_TOPO_DUMP_FILE", "WEFT_TOPO_DUMP_FILE", "", "write the communicator's system topology as NCCL XML to this file at init"},

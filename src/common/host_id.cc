@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 
-#include "src/common/env.h"
 
 namespace weft {
 
@@ -30,9 +29,8 @@ std::string machineIdentity() {
 
 }  // namespace
 
-uint64_t hostHash() {
+uint64_t hostHash(const std::string& hostId) {
   static const std::string base = machineIdentity();
-  const std::string hostId = env::get("WEFT_HOST_ID");
   return fnv1a(hostId.empty() ? base : base + "/" + hostId);
 }
 

@@ -71,6 +71,19 @@ Tuning Tuning::fromEnvironment() {
   t.tcpMinPart = std::max<uint64_t>(64, bytes("WEFT_TCP_MIN_PART"));
   t.tcpPoll = env::getInt("WEFT_TCP_POLL") != 0;
   t.tcpLowat = env::getInt("WEFT_TCP_LOWAT") != 0;
+  t.topoFile = env::get("NCCL_TOPO_FILE");
+  t.topoProbes = env::get("WEFT_TOPO_PROBES");
+  t.topoRates = env::get("WEFT_TOPO_RATES");
+  t.topoDumpFile = env::get("NCCL_TOPO_DUMP_FILE");
+  t.topoDumpRank = static_cast<int>(env::getInt("NCCL_TOPO_DUMP_FILE_RANK"));
+  t.hostId = env::get("WEFT_HOST_ID");
+  t.planDirs = env::get("MSCCL_ALGO_DIR");
+  if (const std::string more = env::get("WEFT_PLAN_DIR"); !more.empty())
+    t.planDirs += (t.planDirs.empty() ? "" : ":") + more;
+  t.synth = env::get("WEFT_SYNTH");
+  t.synthCacheDir = env::get("WEFT_CACHE_DIR");
+  if (const char* home = std::getenv("HOME"); t.synthCacheDir.empty() && home && *home)
+    t.synthCacheDir = std::string(home) + "/.cache/weft/synth";
   t.pin = env::getInt("WEFT_PIN") != 0;
   t.pinShared = env::getInt("WEFT_PIN_SHARED") != 0;
   t.algo = env::get("NCCL_ALGO");

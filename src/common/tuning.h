@@ -67,6 +67,19 @@ struct Tuning {
   bool pin = true;        // WEFT_PIN
   bool pinShared = true;  // WEFT_PIN_SHARED
 
+  // --- Topology (src/topo) and this host's identity.
+  std::string topoFile;      // NCCL_TOPO_FILE
+  std::string topoProbes = "all";      // WEFT_TOPO_PROBES
+  std::string topoRates = "nominal";   // WEFT_TOPO_RATES
+  std::string topoDumpFile;  // NCCL_TOPO_DUMP_FILE
+  int topoDumpRank = 0;      // NCCL_TOPO_DUMP_FILE_RANK
+  std::string hostId;        // WEFT_HOST_ID
+
+  // --- Plans from files and synthesis (src/select/plan_library.cc, src/core/synth_plans.cc).
+  std::string planDirs;         // MSCCL_ALGO_DIR, then WEFT_PLAN_DIR (colon-separated)
+  std::string synth = "auto";   // WEFT_SYNTH
+  std::string synthCacheDir;    // WEFT_CACHE_DIR, else $HOME/.cache/weft/synth; empty: none
+
   // --- Algorithm choice (src/select, src/core).
   std::string algo;          // NCCL_ALGO
   double netLatencyUs = 30;  // WEFT_NET_LATENCY_US

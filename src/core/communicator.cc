@@ -83,7 +83,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   transport::publishEndpoints(&ctx_, &infos[rank].peer);
   infos[rank].slotBytes = tuning_.slotBytes;
   infos[rank].slots = tuning_.slots;
-  infos[rank].synthMode = synthesisMode();
+  infos[rank].synthMode = synthesisMode(tuning_);
   infos[rank].cpus = CpuMask::ofThisProcess();
   boot_->allgather(infos.data(), sizeof(InitInfo));
   for (const auto& i : infos) peers_.push_back(i.peer);
@@ -147,13 +147,13 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   me.hostHash = peers_[rank].hostHash;
   topology_ = std::make_shared<const topo::SystemTopology>(topo::buildSystemTopology(
       me, topo::variableAllgather(rank, nranks, [this](void* d, size_t n) { boot_->allgather(d, n); })));
-  topo::reportAtInit(*topology_, rank);
+  topo::reportAtInit(*topology_, rank, tuning_);
 
   select::LinkModel model;
   selector_ = std::make_unique<select::Selector>(nranks, model,
                                                  select::AlgoFilter(tuning_.algo));
   // MSCCL XML plans from MSCCL_ALGO_DIR / WEFT_PLAN_DIR (read once per process).
-  if (auto library = select::libraryFromEnvironment(); !library->empty())
+  if (auto library = select::libraryFromEnvironment(tuning_); !library->empty())
     selector_->setLibrary(std::move(library), ctx_.slotBytes);
   {
     // Ranks on several hosts: the selector also weighs hierarchical plans, with a network model.
@@ -192,7 +192,7 @@ void Communicator::attachSynthesizedPlans() {
   try {
     std::string why;
     if (std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why))
-      plans = synthesizedPlans(*f);
+      plans = synthesizedPlans(*f, tuning_.synthCacheDir);
     else
       skipped = why;
   } catch (const std::exception& e) {

@@ -3,7 +3,6 @@
 #include <map>
 #include <mutex>
 
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
 #include "src/plan/msccl_xml.h"
@@ -12,8 +11,8 @@
 
 namespace weft::core {
 
-uint32_t synthesisMode() {
-  const std::string mode = env::get("WEFT_SYNTH");
+uint32_t synthesisMode(const Tuning& tuning) {
+  const std::string& mode = tuning.synth;
   if (mode == "1" || mode == "on") return 1;
   if (mode == "0" || mode == "off") return 0;
   if (mode != "auto") WEFT_WARN(INIT, "WEFT_SYNTH='%s' is not 0, 1 or auto; using auto", mode.c_str());
@@ -72,9 +71,9 @@ std::string joined(const std::vector<std::string>& notes) {
 
 }  // namespace
 
-SynthPlans synthesizedPlans(const synth::Fabric& fabric) {
+SynthPlans synthesizedPlans(const synth::Fabric& fabric, const std::string& cacheDir) {
   const synth::SelectionOptions options = initOptions();
-  const std::string root = synth::defaultCacheRoot(env::get("WEFT_CACHE_DIR"));
+  const std::string& root = cacheDir;
   const std::string key = synth::selectionKey(fabric, options) + "@" + root;
   // Shared while some communicator holds it; the mutex makes thread ranks wait for the first.
   static std::mutex mu;

@@ -7,14 +7,15 @@
 #include <memory>
 #include <string>
 
+#include "src/common/tuning.h"
 #include "src/select/plan_library.h"
 #include "src/topo/system.h"
 #include "synth/model/fabric.h"
 
 namespace weft::core {
 
-// WEFT_SYNTH of this process: 0 off, 1 on, 2 auto (the default; also for unknown values).
-uint32_t synthesisMode();
+// WEFT_SYNTH as `tuning` gives it: 0 off, 1 on, 2 auto (the default; also for unknown values).
+uint32_t synthesisMode(const Tuning& tuning);
 // Whether a mode (rank 0's, so every rank agrees) turns synthesis on for this system: auto is on
 // when the system has GPUs or several hosts.
 bool synthesisEnabled(uint32_t mode, const topo::SystemTopology& system);
@@ -29,8 +30,9 @@ struct SynthPlans {
   uint64_t digest = 0; // libraryDigest(library)
 };
 
-// The synthesized plans for `fabric`; throws weft::Error when synthesis itself fails (the caller
-// logs it and goes on without).
-SynthPlans synthesizedPlans(const synth::Fabric& fabric);
+// The synthesized plans for `fabric`, cached under `cacheDir` (WEFT_CACHE_DIR; empty: the
+// default place); throws weft::Error when synthesis itself fails (the caller logs it and goes on
+// without).
+SynthPlans synthesizedPlans(const synth::Fabric& fabric, const std::string& cacheDir);
 
 }  // namespace weft::core

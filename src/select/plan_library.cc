@@ -10,7 +10,6 @@
 #include <set>
 #include <sstream>
 
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
 #include "src/plan/msccl_xml.h"
@@ -368,11 +367,8 @@ void clearProcessPlans() {
   processPlans() = PlanLibrary();
 }
 
-std::shared_ptr<const PlanLibrary> libraryFromEnvironment() {
-  std::string dirs = env::get("MSCCL_ALGO_DIR");
-  const std::string weft = env::get("WEFT_PLAN_DIR");
-  if (!weft.empty()) dirs += (dirs.empty() ? "" : ":") + weft;
-  std::shared_ptr<const PlanLibrary> files = libraryFromDirectories(dirs);
+std::shared_ptr<const PlanLibrary> libraryFromEnvironment(const Tuning& tuning) {
+  std::shared_ptr<const PlanLibrary> files = libraryFromDirectories(tuning.planDirs);
   std::lock_guard<std::mutex> lock(processMu);
   if (processPlans().empty()) return files;
   auto lib = std::make_shared<PlanLibrary>(*files);

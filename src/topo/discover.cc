@@ -12,7 +12,6 @@
 #include <set>
 #include <sstream>
 
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/host_id.h"
 #include "src/common/log.h"
@@ -546,10 +545,10 @@ int localProbeRuns() {
   return gProbeRuns;
 }
 
-std::shared_ptr<const Discovery> localDiscovery() {
-  std::string file = env::get("NCCL_TOPO_FILE");
-  std::string probes = env::get("WEFT_TOPO_PROBES");
-  std::string rates = env::get("WEFT_TOPO_RATES");
+std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning) {
+  std::string file = tuning.topoFile;
+  const std::string& probes = tuning.topoProbes;
+  const std::string& rates = tuning.topoRates;
   std::string key = file + "\n" + probes + "\n" + rates;
   std::lock_guard<std::mutex> lock(gMu);
   auto it = gDiscoveries.find(key);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/tuning.h"
 #include "src/topo/probes/probe.h"
 #include "src/topo/topology.h"
 
@@ -64,9 +65,10 @@ struct Discovery {
 Discovery discoverHost(const DiscoverOptions& options);
 
 // This process's host topology: NCCL_TOPO_FILE when set (completed from the probes), else the
-// probes (WEFT_TOPO_PROBES selects them, WEFT_TOPO_RATES the rate table). Computed once per
-// setting and shared; thread-safe. Throws on a malformed NCCL_TOPO_FILE.
-std::shared_ptr<const Discovery> localDiscovery();
+// probes (WEFT_TOPO_PROBES selects them, WEFT_TOPO_RATES the rate table), as `tuning` gives
+// them (by default, the environment now). Computed once per setting and shared; thread-safe.
+// Throws on a malformed NCCL_TOPO_FILE.
+std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning = Tuning::fromEnvironment());
 // How many times this process ran the probes (tests check that communicators share them).
 int localProbeRuns();
 

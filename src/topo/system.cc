@@ -9,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "src/common/env.h"
 #include "src/common/error.h"
 #include "src/common/host_id.h"
 #include "src/common/log.h"
@@ -353,15 +352,15 @@ std::string SystemTopology::summary() const {
   return o.str();
 }
 
-void reportAtInit(const SystemTopology& system, int rank) {
+void reportAtInit(const SystemTopology& system, int rank, const Tuning& tuning) {
   if (rank == 0 && log::enabled(log::Level::kInfo, log::INIT)) {
     std::string s = system.summary();
     std::istringstream lines(s);
     std::string line;
     while (std::getline(lines, line)) WEFT_INFO(INIT, "%s", line.c_str());
   }
-  std::string dump = env::get("NCCL_TOPO_DUMP_FILE");
-  if (!dump.empty() && rank == env::getInt("NCCL_TOPO_DUMP_FILE_RANK")) {
+  const std::string& dump = tuning.topoDumpFile;
+  if (!dump.empty() && rank == tuning.topoDumpRank) {
     try {
       XmlWriteOptions wo;
       wo.comment = "Weft system topology (" + system.source() + ")";

@@ -172,11 +172,4 @@ CachedSelection cachedSelectPlans(const Fabric& fabric, const SelectionOptions& 
   return out;
 }
 
-std::string defaultCacheRoot(const std::string& dir) {
-  if (!dir.empty()) return dir;
-  const char* home = std::getenv("HOME");
-  if (!home || !*home) return "";
-  return std::string(home) + "/.cache/weft/synth";
-}
-
 }  // namespace weft::synth

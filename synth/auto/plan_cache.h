@@ -29,7 +29,4 @@ struct CachedSelection {
 CachedSelection cachedSelectPlans(const Fabric& fabric, const SelectionOptions& options,
                                   const std::string& root, bool rebuild = false);
 
-// $WEFT_CACHE_DIR's value `dir` if not empty, else $HOME/.cache/weft/synth ("" without HOME).
-std::string defaultCacheRoot(const std::string& dir);
-
 }  // namespace weft::synth
