@@ -74,19 +74,11 @@ struct Correction {
   const char* benchmark;  // a "### " heading of perf/README.md's benchmark log
 };
 
-inline constexpr const char* kRsagEntry =
-    "2026-11-25 — rsag, one-host selection (7d2782f..11dcd1d)";
-inline constexpr const char* kBroadcastChoiceEntry =
-    "2026-11-25 — by reference from 4 KiB, pinned shared cores, broadcast choice "
-    "(4351a19..668382c)";
-inline constexpr const char* kStraightRootEntry =
-    "2026-11-26 — spells; how the peers plan their loops; a direct broadcast's root straight "
-    "(f8e3647, f5b2d1c)";
-inline constexpr const char* kFanEntry =
-    "2026-11-26 — fan broadcast: the root pushes a share itself; 256-byte messages inline "
-    "(76898bf, 89a5582)";
-inline constexpr const char* kSelectorEntry =
-    "2026-11-27 — the selector on synth/model: its corrections and what justifies them";
+inline constexpr const char* kRsagEntry = "rsag and one-host selection";
+inline constexpr const char* kBroadcastChoiceEntry = "Broadcast choice on one host";
+inline constexpr const char* kStraightRootEntry = "Direct broadcast root goes straight";
+inline constexpr const char* kFanEntry = "Fan broadcast";
+inline constexpr const char* kSelectorEntry = "The selector's corrections";
 
 namespace detail {
 using C = plan::Collective;
