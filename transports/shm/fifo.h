@@ -24,9 +24,8 @@ namespace weft::transport {
 inline constexpr uint32_t kMaxSlots = 64;
 
 // 296: a 256-byte message still travels inline. Messages in data slots can run only `slots`
-// ahead of the receiver, which costs where ranks take turns on the cores: 4 ranks on 2 cores,
-// 256 B broadcast 1.98-2.03 us a call in a data slot (232 inline), 0.45-0.60 inline; 8 B and
-// 2-rank calls alike either way.
+// ahead of the receiver, which costs where ranks take turns on the cores: they turn over that
+// much more often. See perf/README.md, "256-byte inline messages".
 inline constexpr uint32_t kInlineBytes = 296;
 inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
 inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
