@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 
+#include "src/plan/traits.h"
+
 namespace weft::exec {
 namespace {
 
-using plan::Collective;
 using plan::Op;
+using plan::OutputUse;
 
 // Largest call (count x ranks) whose ranks keep a shared core while they wait (wait.cc): past
 // it a context switch no longer costs more than the call's work. See perf/README.md, "Holding
@@ -38,13 +40,6 @@ bool landsForward(Op op) { return op == Op::kRecvReduceCopySend || op == Op::kRe
 
 bool localOp(Op op) { return op == Op::kNop || op == Op::kCopy || op == Op::kReduce; }
 
-// Whether the rank reads its input: a broadcast or scatter reads the root's alone.
-bool readsOwnInput(const Work& w) {
-  const plan::Spec& spec = w.plan->spec;
-  const bool rootOnly = spec.coll == Collective::kBroadcast || spec.coll == Collective::kScatter;
-  return !rootOnly || spec.root == w.rank;
-}
-
 // A small call whose rank both sends and receives: a context switch costs more than its work.
 // A rank that only receives (a broadcast's) or only sends gains nothing from holding a core:
 // its FIFOs already let it run several calls a turn.
@@ -61,11 +56,11 @@ bool exchangesLittle(const Work& w) {
   return sends && recvs;
 }
 
-// Whether the call never writes the input it sends from: input and output apart, or a
-// broadcast (whose root, in place, writes nothing).
-bool inputApart(const Work& w) {
+// Whether the call never writes the input it sends from: the plan says so, or input and output
+// lie apart.
+bool inputApart(const Work& w, const plan::RankTraits& traits) {
   const plan::Spec& spec = w.plan->spec;
-  if (spec.coll == Collective::kBroadcast) return true;
+  if (traits.sentDataStaysPut) return true;
   const char* in = w.buffers[plan::kInput];
   const char* out = w.buffers[plan::kOutput];
   if (!in || !out) return true;
@@ -87,11 +82,12 @@ struct StorePolicy {
   const char* inputEnd = nullptr;
 };
 
-StorePolicy storePolicy(const Work& w, const Tuning& t, size_t es) {
+StorePolicy storePolicy(const Work& w, const plan::RankTraits& traits, const Tuning& t,
+                        size_t es) {
   StorePolicy p;
   const plan::Spec& spec = w.plan->spec;
-  const bool allReduce = spec.coll == Collective::kAllReduce;
-  const bool reduces = spec.coll == Collective::kReduceScatter || spec.coll == Collective::kReduce;
+  const bool allReduce = traits.output == OutputUse::kReducedAndReread;
+  const bool reduces = traits.output == OutputUse::kReduced;
   // No rank's input or output exceeds count x nranks elements: small calls skip the sizes.
   const uint64_t most = 2 * spec.count * static_cast<uint64_t>(spec.nranks) * es;
   const uint64_t least = allReduce ? t.streamAllReduceBytes
@@ -103,7 +99,7 @@ StorePolicy storePolicy(const Work& w, const Tuning& t, size_t es) {
   const plan::BufferSizes sizes = plan::bufferSizes(spec, w.rank);
   const uint64_t outBytes = sizes.output * es;
   // Only input this rank reads counts.
-  if (readsOwnInput(w) && w.buffers[plan::kInput]) {
+  if (traits.readsOwnInput && w.buffers[plan::kInput]) {
     p.inputBegin = w.buffers[plan::kInput];
     p.inputEnd = p.inputBegin + sizes.input * es;
   }
@@ -145,13 +141,14 @@ void lower(const Work& w, Lowered* out) {
   L.stamp = w.stamp;
   L.elemSize = dataTypeSize(w.type);
   const plan::Spec& spec = w.plan->spec;
-  L.rdvBytes = t.rendezvousBytes(spec.coll == Collective::kAllReduce &&
+  const plan::RankTraits traits = plan::rankTraits(spec, w.rank);
+  L.rdvBytes = t.rendezvousBytes(traits.reducesIntoWhatItSendsInPlace &&
                                  w.buffers[plan::kInput] == w.buffers[plan::kOutput]);
   L.landingBytes = t.landingBytes;
-  const bool bigRefs = t.sharedCores && t.sharedRefBytes > 0 && inputApart(w);
+  const bool bigRefs = t.sharedCores && t.sharedRefBytes > 0 && inputApart(w, traits);
   L.bigRefBytes = bigRefs ? t.sharedRefBytes : 0;
   L.holdsCore = exchangesLittle(w);
-  L.readsOwnInput = readsOwnInput(w);
+  L.readsOwnInput = traits.readsOwnInput;
   L.inputBytes = plan::bufferSizes(spec, w.rank).input * L.elemSize;
   L.bursts.clear();
   for (const auto& lane : w.program->lanes)
@@ -159,7 +156,7 @@ void lower(const Work& w, Lowered* out) {
       L.bursts = laneBursts(*w.program);
       break;
     }
-  const StorePolicy policy = storePolicy(w, t, L.elemSize);
+  const StorePolicy policy = storePolicy(w, traits, t, L.elemSize);
   const bool premul = w.op == RedOp::kPreMulSum;
 
   const auto& lanes = w.program->lanes;
