@@ -22,6 +22,11 @@ uint64_t sliceElems(const plan::Spec& spec, const Options& options) {
   return std::max<uint64_t>(1, s);
 }
 
+uint64_t ringChunk(const plan::Spec& spec, const Options& options) {
+  return std::min(sliceElems(spec, options),
+                  std::max<uint64_t>(1, plan::kFifoSlotBytes / spec.elemSize));
+}
+
 std::vector<uint64_t> splitEven(uint64_t count, int parts, uint64_t align) {
   std::vector<uint64_t> off(parts + 1, 0);
   const uint64_t p = parts;

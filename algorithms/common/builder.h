@@ -29,6 +29,11 @@ uint64_t alignElems(const plan::Spec& spec);
 // down to a multiple of alignElems() when it is at least that.
 uint64_t sliceElems(const plan::Spec& spec, const Options& options);
 
+// The message size of ring steps: every rank of a ring sends before it receives, so each message
+// must fit its FIFO with a slot to spare; ring steps move at most one FIFO slot's worth
+// (sliceElems() when that is less), and the data loops over the ring in rounds.
+uint64_t ringChunk(const plan::Spec& spec, const Options& options);
+
 // Boundaries of `parts` contiguous pieces of [0, count): offsets[i]..offsets[i+1]. Sizes differ by
 // at most one alignment unit (the tail goes to the last piece) and boundaries fall on multiples
 // of `align` when count >= parts * align; otherwise sizes differ by at most one element.

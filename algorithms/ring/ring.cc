@@ -1,19 +1,11 @@
 #include "algorithms/ring/ring.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "algorithms/common/builder.h"
-#include "src/plan/verifier.h"
 
 namespace weft::algo {
 namespace {
-
-// Every rank of a ring sends before it receives, so each message must fit its FIFO with a slot to
-// spare: ring steps move at most one slot's worth (the data loops over the ring in rounds).
-uint64_t ringChunk(const Spec& spec, const Options& options) {
-  return std::min(sliceElems(spec, options),
-                  std::max<uint64_t>(1, plan::kFifoSlotBytes / spec.elemSize));
-}
 
 // A lane of rank `r` and the rank's neighbours in the ring.
 struct RingLane {
