@@ -146,7 +146,7 @@ Plan allReduce(const Spec& spec, const Options& o) {
 }
 
 Plan allGather(const Spec& spec, const Options& o) {
-  const uint64_t cnt = spec.count;
+  const uint64_t cnt = spec.count, step = ringChunk(spec, o);
   return hierPlan(spec, o, [&](Program& p, Lanes& lanes, const Me& me) {
     const int H = me.H, h = me.h, r = me.rank;
     const auto& m = me.m;
@@ -163,96 +163,94 @@ Plan allGather(const Spec& spec, const Options& o) {
     bool firstDown = true;
     // Host b's piece of a round is slice x of the block of its member j, absent where host b has
     // no member j.
-    forEachRound(
-        me, cnt, ringChunk(spec, o), [&](uint64_t x, uint64_t len, int j, uint64_t roundNo) {
-          auto piece = [&](int b) {
-            const auto& mb = me.hl.members[b];
-            return j < static_cast<int>(mb.size()) ? Piece{outRef(mb[j] * cnt + x), len} : Piece{};
-          };
-          std::vector<StepRef> ready;
-          if (me.i == 0) {
-            if (j < me.L) ready.push_back(gathered[j]);
-            // 2. The leaders' ring allgather of this round's pieces.
-            if (H > 1) {
-              const int lane = lanes.ring(roundNo);
-              Piece own = piece(h);
-              if (own.len) ready = {add(p, lane, sendStep(me.next, own.ref, own.len), ready)};
-              for (int k = 1; k < H; ++k) {
-                Piece q = piece(mod(h - k, H));
-                if (q.len == 0) continue;
-                ready = {add(p, lane,
-                             k < H - 1 ? recvCopySendStep(me.prev, me.next, q.ref, q.len)
-                                       : recvStep(me.prev, q.ref, q.len),
-                             ready)};
-              }
-            }
-          } else if (firstDown) {
-            ready.push_back(gathered[0]);  // in place, the block we sent comes back over itself
-            firstDown = false;
-          }
-          // 3. Every piece of the round down the host's chain, hosts in order.
-          for (int b = 0; b < H; ++b) {
-            Piece q = piece(b);
+    forEachRound(me, cnt, step, [&](uint64_t x, uint64_t len, int j, uint64_t roundNo) {
+      auto piece = [&](int b) {
+        const auto& mb = me.hl.members[b];
+        return j < static_cast<int>(mb.size()) ? Piece{outRef(mb[j] * cnt + x), len} : Piece{};
+      };
+      std::vector<StepRef> ready;
+      if (me.i == 0) {
+        if (j < me.L) ready.push_back(gathered[j]);
+        // 2. The leaders' ring allgather of this round's pieces.
+        if (H > 1) {
+          const int lane = lanes.ring(roundNo);
+          Piece own = piece(h);
+          if (own.len) ready = {add(p, lane, sendStep(me.next, own.ref, own.len), ready)};
+          for (int k = 1; k < H; ++k) {
+            Piece q = piece(mod(h - k, H));
             if (q.len == 0) continue;
-            chainBroadcast(p, lanes, me, q.ref, q.len, ready);
-            ready.clear();
+            ready = {add(p, lane,
+                         k < H - 1 ? recvCopySendStep(me.prev, me.next, q.ref, q.len)
+                                   : recvStep(me.prev, q.ref, q.len),
+                         ready)};
           }
-        });
+        }
+      } else if (firstDown) {
+        ready.push_back(gathered[0]);  // in place, the block we sent comes back over itself
+        firstDown = false;
+      }
+      // 3. Every piece of the round down the host's chain, hosts in order.
+      for (int b = 0; b < H; ++b) {
+        Piece q = piece(b);
+        if (q.len == 0) continue;
+        chainBroadcast(p, lanes, me, q.ref, q.len, ready);
+        ready.clear();
+      }
+    });
   });
 }
 
 Plan reduceScatter(const Spec& spec, const Options& o) {
-  const uint64_t cnt = spec.count;
+  const uint64_t cnt = spec.count, step = ringChunk(spec, o);
   return hierPlan(spec, o, [&](Program& p, Lanes& lanes, const Me& me) {
     const int H = me.H, h = me.h;
     const auto& m = me.m;
     // Leaders reduce into scratch laid out like the input (block q at q * cnt).
     if (me.i == 0) p.scratchElems = static_cast<uint64_t>(spec.nranks) * cnt;
-    forEachRound(me, cnt, ringChunk(spec, o),
-                 [&](uint64_t x, uint64_t len, int j, uint64_t roundNo) {
-                   auto rank = [&](int b) {
-                     const auto& mb = me.hl.members[b];
-                     return j < static_cast<int>(mb.size()) ? mb[j] : -1;
-                   };
-                   // 1. This round's pieces of every host, reduced inside this host to the leader.
-                   StepRef reduced{-1, -1};
-                   for (int b = 0; b < H; ++b) {
-                     if (rank(b) < 0) continue;
-                     const uint64_t off = rank(b) * cnt + x;
-                     reduced = chainReduce(p, lanes, me, inRef(off), scratchRef(off), len);
-                   }
-                   if (reduced.lane < 0) return;
-                   StepRef done = reduced;
-                   // 2. The leaders' ring reduce-scatter: host b's piece ends, fully reduced, at
-                   // leader b.
-                   if (me.i == 0 && H > 1) {
-                     const int lane = lanes.ring(roundNo);
-                     std::vector<StepRef> gate = {reduced};
-                     for (int k = 0; k < H; ++k) {
-                       const int b = mod(h - k - 1, H);
-                       if (rank(b) < 0) continue;
-                       const Ref s = scratchRef(rank(b) * cnt + x);
-                       done = add(p, lane,
-                                  k == 0      ? sendStep(me.next, s, len)
-                                  : k < H - 1 ? recvReduceSendStep(me.prev, me.next, s, len)
-                                              : recvReduceCopyStep(me.prev, s, s, len),
-                                  gate);
-                       gate.clear();
-                     }
-                   }
-                   // 3. Member j of this host gets its piece.
-                   if (rank(h) < 0) return;
-                   if (me.i == 0) {
-                     const Ref s = scratchRef(rank(h) * cnt + x);
-                     if (j == 0)
-                       add(p, lanes.get(kIntraDown), copyStep(s, outRef(x), len), {done});
-                     else
-                       add(p, lanes.get(kIntraDown), sendStep(m[j], s, len), {done});
-                   } else if (j == me.i) {
-                     // In place, the output overwrites input this rank sent in this round.
-                     add(p, lanes.get(kIntraDown), recvStep(m[0], outRef(x), len), {reduced});
-                   }
-                 });
+    forEachRound(me, cnt, step, [&](uint64_t x, uint64_t len, int j, uint64_t roundNo) {
+      auto rank = [&](int b) {
+        const auto& mb = me.hl.members[b];
+        return j < static_cast<int>(mb.size()) ? mb[j] : -1;
+      };
+      // 1. This round's pieces of every host, reduced inside this host to the leader.
+      StepRef reduced{-1, -1};
+      for (int b = 0; b < H; ++b) {
+        if (rank(b) < 0) continue;
+        const uint64_t off = rank(b) * cnt + x;
+        reduced = chainReduce(p, lanes, me, inRef(off), scratchRef(off), len);
+      }
+      if (reduced.lane < 0) return;
+      StepRef done = reduced;
+      // 2. The leaders' ring reduce-scatter: host b's piece ends, fully reduced, at
+      // leader b.
+      if (me.i == 0 && H > 1) {
+        const int lane = lanes.ring(roundNo);
+        std::vector<StepRef> gate = {reduced};
+        for (int k = 0; k < H; ++k) {
+          const int b = mod(h - k - 1, H);
+          if (rank(b) < 0) continue;
+          const Ref s = scratchRef(rank(b) * cnt + x);
+          done = add(p, lane,
+                     k == 0      ? sendStep(me.next, s, len)
+                     : k < H - 1 ? recvReduceSendStep(me.prev, me.next, s, len)
+                                 : recvReduceCopyStep(me.prev, s, s, len),
+                     gate);
+          gate.clear();
+        }
+      }
+      // 3. Member j of this host gets its piece.
+      if (rank(h) < 0) return;
+      if (me.i == 0) {
+        const Ref s = scratchRef(rank(h) * cnt + x);
+        if (j == 0)
+          add(p, lanes.get(kIntraDown), copyStep(s, outRef(x), len), {done});
+        else
+          add(p, lanes.get(kIntraDown), sendStep(m[j], s, len), {done});
+      } else if (j == me.i) {
+        // In place, the output overwrites input this rank sent in this round.
+        add(p, lanes.get(kIntraDown), recvStep(m[0], outRef(x), len), {reduced});
+      }
+    });
   });
 }
 
