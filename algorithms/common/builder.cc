@@ -9,8 +9,6 @@
 namespace weft::algo {
 
 using plan::Op;
-using plan::Ref;
-using plan::Step;
 
 uint64_t alignElems(const plan::Spec& spec) {
   return std::max<uint64_t>(1, 64 / std::max<uint32_t>(1, spec.elemSize));
@@ -22,6 +20,11 @@ uint64_t sliceElems(const plan::Spec& spec, const Options& options) {
   const uint64_t a = alignElems(spec);
   if (s >= a) s -= s % a;
   return std::max<uint64_t>(1, s);
+}
+
+uint64_t ringChunk(const plan::Spec& spec, const Options& options) {
+  return std::min(sliceElems(spec, options),
+                  std::max<uint64_t>(1, plan::kFifoSlotBytes / spec.elemSize));
 }
 
 std::vector<uint64_t> splitEven(uint64_t count, int parts, uint64_t align) {
@@ -36,6 +39,14 @@ std::vector<uint64_t> splitEven(uint64_t count, int parts, uint64_t align) {
     for (uint64_t i = 0; i < p; ++i) off[i + 1] = off[i] + base + (i < extra);
   }
   return off;
+}
+
+std::vector<ChannelPart> channelParts(const plan::Spec& spec, const Options& options) {
+  const auto off = splitEven(spec.count, options.channels, alignElems(spec));
+  std::vector<ChannelPart> parts;
+  for (int c = 0; c < options.channels; ++c)
+    if (off[c] != off[c + 1]) parts.push_back({c, off[c], off[c + 1]});
+  return parts;
 }
 
 namespace {
@@ -115,6 +126,17 @@ bool trivialPlan(const plan::Spec& spec, const char* algorithm, plan::Plan* plan
     addStep(p, addLane(p, 0), copyStep(inRef(0), outRef(0), spec.count));
   }
   return true;
+}
+
+plan::Plan buildCollective(const char* algorithm, const plan::Spec& spec, const Options& options,
+                           std::initializer_list<CollectiveBuilder> builders) {
+  checkSpec(spec, options);
+  plan::Plan plan;
+  if (trivialPlan(spec, algorithm, &plan)) return plan;
+  for (const CollectiveBuilder& b : builders)
+    if (b.coll == spec.coll) return b.build(spec, options);
+  throw Error(Status::kInvalidArgument,
+              std::string(algorithm) + " does not implement " + plan::collectiveName(spec.coll));
 }
 
 }  // namespace weft::algo

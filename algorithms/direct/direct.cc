@@ -11,25 +11,17 @@
 namespace weft::algo {
 namespace {
 
-using plan::Collective;
-using plan::Plan;
-using plan::Program;
-using plan::Spec;
-
 // Alltoall (exchange = true: block d of the input goes to rank d) or allgather (the whole input
 // goes to everyone). Per channel part a send lane and a receive lane, so no rank's sends wait for
 // its receives.
 Plan pairwise(const Spec& spec, const Options& o, bool exchange) {
-  Plan plan = emptyPlan(spec, "direct");
   const int n = spec.nranks;
   const uint64_t cnt = spec.count;
-  const auto parts = splitEven(cnt, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    for (int c = 0; c < o.channels; ++c) {
-      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
-      if (len == 0) continue;
-      const int send = addLane(p, c), recv = addLane(p, c);
+  const auto parts = channelParts(spec, o);
+  return eachRank(spec, "direct", [&](Program& p, int r) {
+    for (const ChannelPart& part : parts) {
+      const uint64_t q0 = part.begin, len = part.len();
+      const int send = addLane(p, part.channel), recv = addLane(p, part.channel);
       addStep(p, recv, copyStep(inRef((exchange ? r * cnt : 0) + q0), outRef(r * cnt + q0), len));
       for (int k = 1; k < n; ++k) {
         const int to = mod(r + k, n), from = mod(r - k, n);
@@ -37,34 +29,31 @@ Plan pairwise(const Spec& spec, const Options& o, bool exchange) {
         addStep(p, recv, recvStep(from, outRef(from * cnt + q0), len));
       }
     }
-  }
-  return plan;
+  });
 }
+
+Plan alltoall(const Spec& spec, const Options& o) { return pairwise(spec, o, true); }
+Plan allGather(const Spec& spec, const Options& o) { return pairwise(spec, o, false); }
 
 // The rooted one-round plans, per channel part [q0, q0 + len) on one lane: a non-root rank
 // takes one step with the root (nonRoot); the root copies its own part (own) before or after
 // one step with each peer in turn (peer).
 template <class NonRoot, class Own, class Peer>
-Plan rooted(const Spec& spec, const Options& o, bool ownFirst, NonRoot nonRoot, Own own, Peer peer) {
-  Plan plan = emptyPlan(spec, "direct");
+Plan rooted(const Spec& spec, const Options& o, bool ownFirst, NonRoot nonRoot, Own own,
+            Peer peer) {
   const int n = spec.nranks, root = spec.root;
-  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    for (int c = 0; c < o.channels; ++c) {
-      const uint64_t q0 = parts[c], len = parts[c + 1] - parts[c];
-      if (len == 0) continue;
-      const int lane = addLane(p, c);
+  const auto parts = channelParts(spec, o);
+  return eachRank(spec, "direct", [&](Program& p, int r) {
+    forEachPartSlice(p, parts, kWholeRange, [&](int lane, uint64_t q0, uint64_t len) {
       if (r != root) {
         addStep(p, lane, nonRoot(q0, len));
-        continue;
+        return;
       }
       if (ownFirst) addStep(p, lane, own(q0, len));
       for (int k = 1; k < n; ++k) addStep(p, lane, peer(mod(root + k, n), q0, len));
       if (!ownFirst) addStep(p, lane, own(q0, len));
-    }
-  }
-  return plan;
+    });
+  });
 }
 
 Plan gather(const Spec& spec, const Options& o) {
@@ -106,72 +95,59 @@ constexpr int kEveryRank = -1, kEachItsBlock = -2;
 // (all peers per slice), so each FIFO needs room for one slice only. The sum builds up in
 // scratch, which keeps in-place calls from overwriting the input being sent.
 Plan reduceOneRound(const Spec& spec, const Options& o, int toRoot) {
-  Plan plan = emptyPlan(spec, "direct");
   const int n = spec.nranks;
   const bool scatter = toRoot == kEachItsBlock;
-  const uint64_t cnt = spec.count, slice = sliceElems(spec, o);
+  const uint64_t cnt = spec.count;
   auto wants = [&](int rank) { return toRoot < 0 || rank == toRoot; };
   auto block = [&](int owner) { return scatter ? static_cast<uint64_t>(owner) * cnt : 0; };
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
+  return eachRank(spec, "direct", [&](Program& p, int r) {
     const bool receives = wants(r), sends = toRoot < 0 || r != toRoot;
     if (receives) p.scratchElems = cnt;
     const int send = sends ? addLane(p, 0) : -1, recv = receives ? addLane(p, 0) : -1;
-    for (uint64_t off = 0; off < cnt; off += slice) {
-      const uint64_t len = std::min(slice, cnt - off);
-      plan::StepRef lastSend{};
+    forEachSlice(0, cnt, sliceElems(spec, o), [&](uint64_t off, uint64_t len) {
+      StepRef lastSend{};
       for (int k = 1; k < n; ++k) {
         const int to = mod(r + k, n);
         if (wants(to)) lastSend = addStep(p, send, sendStep(to, inRef(block(to) + off), len));
       }
-      if (!receives) continue;
+      if (!receives) return;
       for (int s = 0; s < n; ++s) {
         if (s == r) {
-          plan::Step own = copyStep(inRef(block(r) + off), scratchRef(off), len);
+          Step own = copyStep(inRef(block(r) + off), scratchRef(off), len);
           if (s != 0) own.op = plan::Op::kReduce;
           addStep(p, recv, own);
         } else {
-          addStep(p, recv, s == 0 ? recvStep(s, scratchRef(off), len)
-                                  : recvReduceStep(s, scratchRef(off), len));
+          addStep(
+              p, recv,
+              s == 0 ? recvStep(s, scratchRef(off), len) : recvReduceStep(s, scratchRef(off), len));
         }
       }
       // An in-place allreduce's output is the input the sends read: write it after them.
-      plan::Step done = copyStep(scratchRef(off), outRef(off), len);
+      Step done = copyStep(scratchRef(off), outRef(off), len);
       if (toRoot == kEveryRank && sends) done.deps.push_back(lastSend);
       addStep(p, recv, done);
-    }
-  }
-  return plan;
+    });
+  });
 }
+
+Plan allReduce(const Spec& spec, const Options& o) { return reduceOneRound(spec, o, kEveryRank); }
+Plan reduceScatter(const Spec& spec, const Options& o) {
+  return reduceOneRound(spec, o, kEachItsBlock);
+}
+Plan reduce(const Spec& spec, const Options& o) { return reduceOneRound(spec, o, spec.root); }
 
 }  // namespace
 
 Plan buildDirect(const Spec& spec, const Options& options) {
-  checkSpec(spec, options);
-  Plan plan;
-  if (trivialPlan(spec, "direct", &plan)) return plan;
-  switch (spec.coll) {
-    case Collective::kAlltoAll:
-      return pairwise(spec, options, true);
-    case Collective::kAllReduce:
-      return reduceOneRound(spec, options, kEveryRank);
-    case Collective::kAllGather:
-      return pairwise(spec, options, false);
-    case Collective::kGather:
-      return gather(spec, options);
-    case Collective::kScatter:
-      return scatter(spec, options);
-    case Collective::kReduceScatter:
-      return reduceOneRound(spec, options, kEachItsBlock);
-    case Collective::kReduce:
-      return reduceOneRound(spec, options, spec.root);
-    case Collective::kBroadcast:
-      return broadcast(spec, options);
-    default:
-      break;
-  }
-  throw Error(Status::kInvalidArgument,
-              std::string("direct does not implement ") + plan::collectiveName(spec.coll));
+  return buildCollective("direct", spec, options,
+                         {{Collective::kAlltoAll, alltoall},
+                          {Collective::kAllReduce, allReduce},
+                          {Collective::kAllGather, allGather},
+                          {Collective::kGather, gather},
+                          {Collective::kScatter, scatter},
+                          {Collective::kReduceScatter, reduceScatter},
+                          {Collective::kReduce, reduce},
+                          {Collective::kBroadcast, broadcast}});
 }
 
 plan::Program p2pProgram(int rank, int nranks, const std::vector<P2pOp>& ops) {

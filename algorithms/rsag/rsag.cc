@@ -1,21 +1,12 @@
 #include "algorithms/rsag/rsag.h"
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "algorithms/common/builder.h"
-#include "src/common/error.h"
 
 namespace weft::algo {
 namespace {
-
-using plan::Collective;
-using plan::Plan;
-using plan::Program;
-using plan::Ref;
-using plan::Spec;
-using plan::Step;
 
 // Most slices per block: beyond it slices grow instead (fewer, larger messages).
 constexpr uint64_t kMaxSlicesPerBlock = 256;
@@ -60,24 +51,22 @@ Layout layout(const Spec& spec, const Options& o, uint64_t q0, uint64_t q1) {
   return l;
 }
 
-Plan build(const Spec& spec, const Options& o) {
+Plan reduceScatterAllGather(const Spec& spec, const Options& o) {
   const bool allReduce = spec.coll == Collective::kAllReduce;
   // Two ranks' allreduce forwards each reduced slice as it is made (reduce-copy-send), on the
   // channel the peer's allgather half receives on: where the peer offers its output as a
   // landing, one pass over both inputs writes both outputs, and no rank rereads a reduced block.
   const bool fused = allReduce && spec.nranks == 2;
-  Plan plan = emptyPlan(spec, "rsag");
   const int n = spec.nranks;
   // Channel parts split every block alike (reduce-scatter: each rank's count).
-  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
+  const auto parts = channelParts(spec, o);
   std::vector<Layout> layouts;  // per channel part, the same for every rank
-  for (int c = 0; c < o.channels; ++c) layouts.push_back(layout(spec, o, parts[c], parts[c + 1]));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
+  for (const ChannelPart& part : parts) layouts.push_back(layout(spec, o, part.begin, part.end));
+  return eachRank(spec, "rsag", [&](Program& p, int r) {
     uint64_t scratch = 0;
-    for (int c = 0; c < o.channels; ++c) {
-      if (parts[c + 1] == parts[c]) continue;
-      const Layout& l = layouts[c];
+    for (size_t part = 0; part < parts.size(); ++part) {
+      const int c = parts[part].channel;
+      const Layout& l = layouts[part];
       const Block& mine = l.blocks[r];
       const int rsSend = addLane(p, 2 * c), rsRecv = addLane(p, 2 * c);
       if (fused) p.lanes[rsRecv].sendChannel = 2 * c + 1;
@@ -99,11 +88,11 @@ Plan build(const Spec& spec, const Options& o) {
         for (int i = 1; i < n; ++i) {
           const int from = mod(r - i, n);
           const bool first = i == 1, last = i == n - 1;
-          Step s = fused          ? recvReduceCopySendStep(from, from, own, out, len)
+          Step s = fused           ? recvReduceCopySendStep(from, from, own, out, len)
                    : first && last ? recvReduceCopyStep(from, own, out, len)
-                   : first       ? recvReduceCopyStep(from, own, scratchRef(sum), len)
-                   : last        ? recvReduceCopyStep(from, scratchRef(sum), out, len)
-                                 : recvReduceStep(from, scratchRef(sum), len);
+                   : first         ? recvReduceCopyStep(from, own, scratchRef(sum), len)
+                   : last          ? recvReduceCopyStep(from, scratchRef(sum), out, len)
+                                   : recvReduceStep(from, scratchRef(sum), len);
           done = addStep(p, rsRecv, s);
         }
         if (!allReduce || fused) continue;
@@ -123,20 +112,15 @@ Plan build(const Spec& spec, const Options& o) {
       }
     }
     p.scratchElems = scratch;
-  }
-  return plan;
+  });
 }
 
 }  // namespace
 
 Plan buildRsag(const Spec& spec, const Options& options) {
-  checkSpec(spec, options);
-  Plan plan;
-  if (trivialPlan(spec, "rsag", &plan)) return plan;
-  if (spec.coll != Collective::kAllReduce && spec.coll != Collective::kReduceScatter)
-    throw Error(Status::kInvalidArgument,
-                std::string("rsag does not implement ") + plan::collectiveName(spec.coll));
-  return build(spec, options);
+  return buildCollective("rsag", spec, options,
+                         {{Collective::kAllReduce, reduceScatterAllGather},
+                          {Collective::kReduceScatter, reduceScatterAllGather}});
 }
 
 }  // namespace weft::algo

@@ -1,19 +1,12 @@
 #include "algorithms/tree/tree.h"
 
 #include <algorithm>
-#include <string>
+#include <utility>
 
 #include "algorithms/common/builder.h"
-#include "src/common/error.h"
 
 namespace weft::algo {
 namespace {
-
-using plan::Collective;
-using plan::Plan;
-using plan::Program;
-using plan::Spec;
-using plan::StepRef;
 
 TreeShape fromParents(std::vector<int> parent) {
   TreeShape t;
@@ -37,122 +30,98 @@ TreeShape relabel(const TreeShape& t, int n, int (*map)(int, int, int), int arg)
   return fromParents(std::move(parent));
 }
 
+// A lane of one rank in a tree, with the rank's parent and children there; reduceUp and
+// broadcastDown add the rank's steps for one slice [x, x + len).
+struct TreeLane {
+  Program& p;
+  int lane;
+  int par;  // -1 at the root
+  const std::vector<int>& kids;
+  StepRef add(Step s) { return addStep(p, lane, std::move(s)); }
+
+  // Reduces the subtree's inputs up towards the root, which writes its output. A rank with two
+  // children keeps the first child's partial sum in `partial` (not at the root). Returns the
+  // last step (at the root: the one that completes the sum).
+  StepRef reduceUp(uint64_t x, uint64_t len, Ref partial) {
+    if (par < 0) {
+      StepRef done = add(recvReduceCopyStep(kids[0], inRef(x), outRef(x), len));
+      if (kids.size() > 1) done = add(recvReduceStep(kids[1], outRef(x), len));
+      return done;
+    }
+    if (kids.empty()) return add(sendStep(par, inRef(x), len));
+    if (kids.size() == 1) return add(recvReduceSendStep(kids[0], par, inRef(x), len));
+    add(recvReduceCopyStep(kids[0], inRef(x), partial, len));
+    return add(recvReduceSendStep(kids[1], par, partial, len));
+  }
+
+  // Broadcasts the root's `rootSrc` down into every other rank's output; `rootDeps` gate the
+  // root's first send.
+  void broadcastDown(uint64_t x, uint64_t len, Ref rootSrc, std::vector<StepRef> rootDeps) {
+    if (par < 0) {
+      for (size_t i = 0; i < kids.size(); ++i) {
+        Step s = sendStep(kids[i], rootSrc, len);
+        if (i == 0) s.deps = std::move(rootDeps);
+        add(std::move(s));
+      }
+    } else if (kids.empty()) {
+      add(recvStep(par, outRef(x), len));
+    } else {
+      add(recvCopySendStep(par, kids[0], outRef(x), len));
+      if (kids.size() > 1) add(sendStep(kids[1], outRef(x), len));
+    }
+  }
+};
+
 // Allreduce: each tree of the double tree owns half of every channel part; lanes up (reduce
 // toward the root) and down (broadcast from it) per tree, on channel 2 * part + tree, so a rank
 // that is a parent in one tree and a child in the other never shares a FIFO between them.
 Plan allReduce(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "tree");
-  const int n = spec.nranks;
   const uint64_t align = alignElems(spec), slice = sliceElems(spec, o);
-  const auto trees = doubleBinaryTree(n);
-  const auto parts = splitEven(spec.count, o.channels, align);
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    for (int c = 0; c < o.channels; ++c) {
-      const auto halves = splitEven(parts[c + 1] - parts[c], 2, align);
+  const auto trees = doubleBinaryTree(spec.nranks);
+  const auto parts = channelParts(spec, o);
+  return eachRank(spec, "tree", [&](Program& p, int r) {
+    for (const ChannelPart& part : parts) {
+      const auto halves = splitEven(part.len(), 2, align);
       for (int t = 0; t < 2; ++t) {
-        const uint64_t h0 = parts[c] + halves[t], h1 = parts[c] + halves[t + 1];
+        const uint64_t h0 = part.begin + halves[t], h1 = part.begin + halves[t + 1];
         if (h0 == h1) continue;
-        const int par = trees[t].parent[r];
-        const auto& kids = trees[t].children[r];
-        const int up = addLane(p, 2 * c + t), down = addLane(p, 2 * c + t);
-        for (uint64_t x = h0; x < h1; x += slice) {
-          const uint64_t len = std::min(slice, h1 - x);
-          StepRef reduced{};
-          if (par < 0) {
-            reduced = addStep(p, up, recvReduceCopyStep(kids[0], inRef(x), outRef(x), len));
-            if (kids.size() > 1) reduced = addStep(p, up, recvReduceStep(kids[1], outRef(x), len));
-          } else if (kids.empty()) {
-            addStep(p, up, sendStep(par, inRef(x), len));
-          } else if (kids.size() == 1) {
-            addStep(p, up, recvReduceSendStep(kids[0], par, inRef(x), len));
-          } else {
-            addStep(p, up, recvReduceCopyStep(kids[0], inRef(x), outRef(x), len));
-            addStep(p, up, recvReduceSendStep(kids[1], par, outRef(x), len));
-          }
-          if (par < 0) {
-            for (size_t i = 0; i < kids.size(); ++i) {
-              plan::Step s = sendStep(kids[i], outRef(x), len);
-              if (i == 0) s.deps.push_back(reduced);
-              addStep(p, down, std::move(s));
-            }
-          } else if (kids.empty()) {
-            addStep(p, down, recvStep(par, outRef(x), len));
-          } else {
-            addStep(p, down, recvCopySendStep(par, kids[0], outRef(x), len));
-            if (kids.size() > 1) addStep(p, down, sendStep(kids[1], outRef(x), len));
-          }
-        }
+        const int channel = 2 * part.channel + t;
+        TreeLane up{p, addLane(p, channel), trees[t].parent[r], trees[t].children[r]};
+        TreeLane down{p, addLane(p, channel), up.par, up.kids};
+        forEachSlice(h0, h1, slice, [&](uint64_t x, uint64_t len) {
+          const StepRef reduced = up.reduceUp(x, len, outRef(x));
+          down.broadcastDown(x, len, outRef(x), {reduced});
+        });
       }
     }
-  }
-  return plan;
+  });
 }
 
 Plan broadcast(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "tree");
-  const int n = spec.nranks;
-  const uint64_t slice = sliceElems(spec, o);
-  const TreeShape tree = rootedBinaryTree(n, spec.root);
-  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    const int par = tree.parent[r];
-    const auto& kids = tree.children[r];
-    if (par < 0) addStep(p, addLane(p, 0), copyStep(inRef(0), outRef(0), spec.count));
-    for (int c = 0; c < o.channels; ++c) {
-      if (parts[c] == parts[c + 1]) continue;
-      const int lane = addLane(p, c);
-      for (uint64_t x = parts[c]; x < parts[c + 1]; x += slice) {
-        const uint64_t len = std::min(slice, parts[c + 1] - x);
-        if (par < 0) {
-          for (int kid : kids) addStep(p, lane, sendStep(kid, inRef(x), len));
-        } else if (kids.empty()) {
-          addStep(p, lane, recvStep(par, outRef(x), len));
-        } else {
-          addStep(p, lane, recvCopySendStep(par, kids[0], outRef(x), len));
-          if (kids.size() > 1) addStep(p, lane, sendStep(kids[1], outRef(x), len));
-        }
-      }
-    }
-  }
-  return plan;
+  const TreeShape tree = rootedBinaryTree(spec.nranks, spec.root);
+  const auto parts = channelParts(spec, o);
+  return eachRank(spec, "tree", [&](Program& p, int r) {
+    if (r == spec.root) addStep(p, addLane(p, 0), copyStep(inRef(0), outRef(0), spec.count));
+    forEachPartSlice(p, parts, sliceElems(spec, o), [&](int lane, uint64_t x, uint64_t len) {
+      TreeLane{p, lane, tree.parent[r], tree.children[r]}.broadcastDown(x, len, inRef(x), {});
+    });
+  });
 }
 
 // Non-root ranks never touch their output (NCCL needs no receive buffer there): a rank with two
-// children keeps the first child's partial sum in scratch.
+// children keeps the first child's partial sum in scratch, a slice per lane.
 Plan reduce(const Spec& spec, const Options& o) {
-  Plan plan = emptyPlan(spec, "tree");
-  const int n = spec.nranks;
   const uint64_t slice = sliceElems(spec, o);
-  const TreeShape tree = rootedBinaryTree(n, spec.root);
-  const auto parts = splitEven(spec.count, o.channels, alignElems(spec));
-  for (int r = 0; r < n; ++r) {
-    Program& p = plan.programs[r];
-    const int par = tree.parent[r];
-    const auto& kids = tree.children[r];
-    for (int c = 0; c < o.channels; ++c) {
-      if (parts[c] == parts[c + 1]) continue;
-      const int lane = addLane(p, c);
-      const uint64_t tmp = c * slice;  // this lane's scratch chunk
-      for (uint64_t x = parts[c]; x < parts[c + 1]; x += slice) {
-        const uint64_t len = std::min(slice, parts[c + 1] - x);
-        if (par < 0) {
-          addStep(p, lane, recvReduceCopyStep(kids[0], inRef(x), outRef(x), len));
-          if (kids.size() > 1) addStep(p, lane, recvReduceStep(kids[1], outRef(x), len));
-        } else if (kids.empty()) {
-          addStep(p, lane, sendStep(par, inRef(x), len));
-        } else if (kids.size() == 1) {
-          addStep(p, lane, recvReduceSendStep(kids[0], par, inRef(x), len));
-        } else {
-          addStep(p, lane, recvReduceCopyStep(kids[0], inRef(x), scratchRef(tmp), len));
-          addStep(p, lane, recvReduceSendStep(kids[1], par, scratchRef(tmp), len));
-          p.scratchElems = std::max(p.scratchElems, tmp + len);
-        }
-      }
-    }
-  }
-  return plan;
+  const TreeShape tree = rootedBinaryTree(spec.nranks, spec.root);
+  const auto parts = channelParts(spec, o);
+  return eachRank(spec, "tree", [&](Program& p, int r) {
+    forEachPartSlice(p, parts, slice, [&](int lane, uint64_t x, uint64_t len) {
+      const uint64_t tmp = p.lanes[lane].channel * slice;  // this lane's scratch slice
+      TreeLane{p, lane, tree.parent[r], tree.children[r]}.reduceUp(x, len, scratchRef(tmp));
+      if (tree.parent[r] >= 0 && tree.children[r].size() > 1)
+        p.scratchElems = std::max(p.scratchElems, tmp + len);
+    });
+  });
 }
 
 }  // namespace
@@ -183,21 +152,10 @@ std::array<TreeShape, 2> doubleBinaryTree(int n) {
 }
 
 Plan buildTree(const Spec& spec, const Options& options) {
-  checkSpec(spec, options);
-  Plan plan;
-  if (trivialPlan(spec, "tree", &plan)) return plan;
-  switch (spec.coll) {
-    case Collective::kAllReduce:
-      return allReduce(spec, options);
-    case Collective::kBroadcast:
-      return broadcast(spec, options);
-    case Collective::kReduce:
-      return reduce(spec, options);
-    default:
-      break;
-  }
-  throw Error(Status::kInvalidArgument,
-              std::string("tree does not implement ") + plan::collectiveName(spec.coll));
+  return buildCollective("tree", spec, options,
+                         {{Collective::kAllReduce, allReduce},
+                          {Collective::kBroadcast, broadcast},
+                          {Collective::kReduce, reduce}});
 }
 
 }  // namespace weft::algo

@@ -5,13 +5,8 @@
 
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::createAll;
-using test::errorOf;
-using test::runRanks;
-using namespace std::chrono_literals;
 
 // Byte i of rank r's block: closed form, distinct across ranks and positions.
 uint8_t pattern(int r, size_t i) { return static_cast<uint8_t>(r * 31 + i * 7 + (i >> 8)); }
@@ -138,11 +133,11 @@ TEST(BootstrapCommTest, MisuseIsReported) {
   // Size mismatch between send and recv.
   int64_t big = 5;
   ranks[0]->send(1, 3, &big, sizeof(big));
-  test::Caught c = errorOf([&] { ranks[1]->recv(0, 3, &v, sizeof(v)); });
+  Caught c = errorOf([&] { ranks[1]->recv(0, 3, &v, sizeof(v)); });
   EXPECT_EQ(c.code, Status::kInvalidUsage);
   EXPECT_NE(c.message.find("rank 0"), std::string::npos) << c.message;
   // Allgather size mismatch.
-  std::vector<test::Caught> caught(2);
+  std::vector<Caught> caught(2);
   runRanks(2, [&](int r) {
     std::vector<char> buf(2 * (r + 1));
     caught[r] = errorOf([&] { ranks[r]->allgather(buf.data(), static_cast<size_t>(r + 1)); });
@@ -152,4 +147,4 @@ TEST(BootstrapCommTest, MisuseIsReported) {
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

@@ -1,13 +1,8 @@
 // Dead peers, abort and teardown: every wait ends with an error, never a hang.
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::createAll;
-using test::errorOf;
-using test::runRanks;
-using namespace std::chrono_literals;
 
 TEST(BootstrapFailureTest, PeerDestroyedMidRecvIsRemoteError) {
   auto ranks = createAll(generateUniqueId(), 2);
@@ -17,11 +12,11 @@ TEST(BootstrapFailureTest, PeerDestroyedMidRecvIsRemoteError) {
   });
   auto start = std::chrono::steady_clock::now();
   int v;
-  test::Caught c = errorOf([&] { ranks[0]->recv(1, 7, &v, sizeof(v)); });
+  Caught c = errorOf([&] { ranks[0]->recv(1, 7, &v, sizeof(v)); });
   killer.join();
   EXPECT_EQ(c.code, Status::kRemoteError);
   EXPECT_NE(c.message.find("rank 1 ("), std::string::npos) << c.message;
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapFailureTest, MessagesSentBeforeDestructionAreStillDelivered) {
@@ -46,10 +41,10 @@ TEST(BootstrapFailureTest, RecvFromAGonePeerNeverConnectedIsRemoteError) {
   auto start = std::chrono::steady_clock::now();
   int v;
   EXPECT_EQ(errorOf([&] { ranks[0]->recv(2, 1, &v, sizeof(v)); }).code, Status::kRemoteError);
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
   // A collective that needs the gone rank fails on its neighbour (rank 3); once a failing rank
   // aborts, as its communicator would, the failure reaches every rank as kRemoteError.
-  std::vector<test::Caught> caught(4);
+  std::vector<Caught> caught(4);
   runRanks(4, [&](int r) {
     if (r == 2) return;
     std::vector<int> buf(4);
@@ -62,7 +57,7 @@ TEST(BootstrapFailureTest, RecvFromAGonePeerNeverConnectedIsRemoteError) {
 TEST(BootstrapFailureTest, SendToAGonePeerIsRemoteError) {
   auto ranks = createAll(generateUniqueId(), 2);
   ranks[1].reset();
-  test::Caught c;
+  Caught c;
   auto end = std::chrono::steady_clock::now() + 3s;
   std::vector<char> chunk(1 << 16);
   // The first sends may still land in socket buffers; the error must come soon.
@@ -85,23 +80,23 @@ TEST(BootstrapFailureTest, AbortUnblocksRecvAndFailsLaterCalls) {
   });
   auto start = std::chrono::steady_clock::now();
   int v = 0;
-  test::Caught c = errorOf([&] { ranks[0]->recv(1, 7, &v, sizeof(v)); });
+  Caught c = errorOf([&] { ranks[0]->recv(1, 7, &v, sizeof(v)); });
   aborter.join();
   EXPECT_NE(c.code, Status::kSuccess);
   EXPECT_NE(c.message.find("aborted"), std::string::npos) << c.message;
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
   EXPECT_NE(errorOf([&] { ranks[0]->send(1, 0, &v, sizeof(v)); }).code, Status::kSuccess);
   EXPECT_NE(errorOf([&] { ranks[0]->barrier(); }).code, Status::kSuccess);
   EXPECT_NE(errorOf([&] { ranks[0]->recv(0, 0, &v, sizeof(v)); }).code, Status::kSuccess);
   // The peer learns at once instead of waiting for a timeout.
   EXPECT_EQ(errorOf([&] { ranks[1]->recv(0, 7, &v, sizeof(v)); }).code, Status::kRemoteError);
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapFailureTest, AbortUnblocksAllgatherOnEveryRank) {
   constexpr int n = 3;
   auto ranks = createAll(generateUniqueId(), n);
-  std::vector<test::Caught> caught(n);
+  std::vector<Caught> caught(n);
   auto start = std::chrono::steady_clock::now();
   std::thread aborter([&] {
     std::this_thread::sleep_for(200ms);
@@ -115,7 +110,7 @@ TEST(BootstrapFailureTest, AbortUnblocksAllgatherOnEveryRank) {
   aborter.join();
   EXPECT_NE(caught[0].code, Status::kSuccess);
   EXPECT_EQ(caught[1].code, Status::kRemoteError) << caught[1].message;
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapFailureTest, DestructionIsPromptWhenPeersAreGone) {
@@ -124,7 +119,7 @@ TEST(BootstrapFailureTest, DestructionIsPromptWhenPeersAreGone) {
   ranks[2].reset();
   auto start = std::chrono::steady_clock::now();
   ranks[0].reset();
-  EXPECT_LT(test::secondsSince(start), 1.0);
+  EXPECT_LT(secondsSince(start), 1.0);
   // And when a peer is mid-call on it.
   auto more = createAll(generateUniqueId(), 2);
   std::thread waiter([&] {
@@ -135,8 +130,8 @@ TEST(BootstrapFailureTest, DestructionIsPromptWhenPeersAreGone) {
   start = std::chrono::steady_clock::now();
   more[0].reset();
   waiter.join();
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

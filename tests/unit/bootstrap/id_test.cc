@@ -8,12 +8,8 @@
 #include "src/bootstrap/wire.h"
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::Caught;
-using test::errorOf;
-using namespace std::chrono_literals;
 
 TEST(BootstrapIdTest, RoundTripsIpv4AndIpv6) {
   for (const char* text : {"10.1.2.3:4567", "[fd00::2]:80", "[fe80::1%7]:9"}) {
@@ -118,4 +114,4 @@ TEST(BootstrapIdTest, WireCodecs) {
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

@@ -12,11 +12,8 @@
 
 extern char** environ;
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::errorOf;
-using namespace std::chrono_literals;
 
 constexpr const char* kChildVar = "WEFT_BOOTSTRAP_TEST_CHILD";
 
@@ -140,13 +137,13 @@ TEST(BootstrapMultiProcessTest, CrashedProcessBecomesRemoteError) {
   b->barrier();
   auto start = std::chrono::steady_clock::now();
   int v;
-  test::Caught c = errorOf([&] { b->recv(1, 9, &v, sizeof(v)); });
+  Caught c = errorOf([&] { b->recv(1, 9, &v, sizeof(v)); });
   EXPECT_EQ(c.code, Status::kRemoteError);
   EXPECT_NE(c.message.find("rank 1"), std::string::npos) << c.message;
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
   int status = reap(child, 5s);
   EXPECT_TRUE(WIFSIGNALED(status));
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

@@ -8,13 +8,9 @@
 #include "tests/support/scoped_env.h"
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
 
-using test::createAll;
-using test::errorOf;
-using test::runRanks;
-using namespace std::chrono_literals;
 using weft::test::ScopedEnv;
 
 void expectAllgatherWorks(std::vector<std::unique_ptr<Bootstrap>>& ranks) {
@@ -37,7 +33,7 @@ bool waitForRootCount(size_t want, std::chrono::milliseconds within) {
 }
 
 TEST(BootstrapRendezvousTest, CommIdSelectsTheRootAddress) {
-  uint16_t port = test::freeLoopbackPort();
+  uint16_t port = freeLoopbackPort();
   ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port));
   UniqueIdBytes id = generateUniqueId();
   EXPECT_EQ(describe(id).rootAddress, "127.0.0.1:" + std::to_string(port));
@@ -60,7 +56,7 @@ TEST(BootstrapRendezvousTest, CommIdIpv6) {
   UniqueIdBytes id = generateUniqueId();
   EXPECT_EQ(describe(id).rootAddress, "[::1]:" + std::to_string(port));
   auto ranks = createAll(id, 2);
-  EXPECT_EQ(test::tcp(*ranks[0]).listenAddress().family(), AF_INET6);
+  EXPECT_EQ(tcp(*ranks[0]).listenAddress().family(), AF_INET6);
   expectAllgatherWorks(ranks);
 }
 
@@ -105,10 +101,10 @@ TEST(BootstrapRendezvousTest, RootTimeoutIsReportedToWaitingRanks) {
     id = generateUniqueId();
   }
   auto start = std::chrono::steady_clock::now();
-  test::Caught c = errorOf([&] { Bootstrap::create(id, 0, 2, 10s); });
+  Caught c = errorOf([&] { Bootstrap::create(id, 0, 2, 10s); });
   EXPECT_EQ(c.code, Status::kSystemError);
   EXPECT_NE(c.message.find("timed out"), std::string::npos) << c.message;
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapRendezvousTest, BadArgumentsAreInvalidArgument) {
@@ -137,7 +133,7 @@ void withLateIntruder(int n, const std::function<void(const UniqueIdBytes&)>& in
 
 TEST(BootstrapRendezvousTest, DuplicateRankIsRejectedAndTheOthersContinue) {
   withLateIntruder(3, [](const UniqueIdBytes& id) {
-    test::Caught c = errorOf([&] { Bootstrap::create(id, 1, 3, 5s); });
+    Caught c = errorOf([&] { Bootstrap::create(id, 1, 3, 5s); });
     EXPECT_EQ(c.code, Status::kInvalidUsage);
     EXPECT_NE(c.message.find("already joined"), std::string::npos) << c.message;
   });
@@ -145,7 +141,7 @@ TEST(BootstrapRendezvousTest, DuplicateRankIsRejectedAndTheOthersContinue) {
 
 TEST(BootstrapRendezvousTest, NranksMismatchIsRejectedAndTheOthersContinue) {
   withLateIntruder(3, [](const UniqueIdBytes& id) {
-    test::Caught c = errorOf([&] { Bootstrap::create(id, 2, 4, 5s); });
+    Caught c = errorOf([&] { Bootstrap::create(id, 2, 4, 5s); });
     EXPECT_EQ(c.code, Status::kInvalidUsage);
     EXPECT_NE(c.message.find("nranks"), std::string::npos) << c.message;
   });
@@ -154,11 +150,11 @@ TEST(BootstrapRendezvousTest, NranksMismatchIsRejectedAndTheOthersContinue) {
 TEST(BootstrapRendezvousTest, HandCraftedBadRankIsToldAndDropped) {
   withLateIntruder(3, [](const UniqueIdBytes& id) {
     DecodedId d = decodeUniqueId(id);
-    Socket s = test::connectRaw(d.root);
+    Socket s = connectRaw(d.root);
     uint8_t hello[wire::kRootHelloBytes];
     wire::encodeRootHello(
         d.secret, {wire::kRootHelloVersion, 7, 3, SocketAddress::parse("127.0.0.1:9")}, hello);
-    test::writeRaw(s, hello, sizeof(hello));
+    writeRaw(s, hello, sizeof(hello));
     uint8_t reply[wire::kRootReplyHeaderBytes];
     s.recvAll(reply, sizeof(reply), Deadline(5s), -1, "reply");
     EXPECT_EQ(wire::decodeRootReply(reply).status,
@@ -169,14 +165,14 @@ TEST(BootstrapRendezvousTest, HandCraftedBadRankIsToldAndDropped) {
 TEST(BootstrapRendezvousTest, MissingRankTimesOutTheOthers) {
   UniqueIdBytes id = generateUniqueId();
   auto start = std::chrono::steady_clock::now();
-  std::vector<test::Caught> caught(2);
+  std::vector<Caught> caught(2);
   runRanks(2, [&](int r) { caught[r] = errorOf([&] { Bootstrap::create(id, r, 3, 400ms); }); });
   for (const auto& c : caught) {
     EXPECT_EQ(c.code, Status::kSystemError);
     EXPECT_NE(c.message.find("timed out"), std::string::npos) << c.message;
     EXPECT_NE(c.message.find("400 ms"), std::string::npos) << c.message;
   }
-  EXPECT_LT(test::secondsSince(start), 3.0);
+  EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapRendezvousTest, RankThatGaveUpCanRejoin) {
@@ -189,4 +185,4 @@ TEST(BootstrapRendezvousTest, RankThatGaveUpCanRejoin) {
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

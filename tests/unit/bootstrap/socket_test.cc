@@ -6,11 +6,8 @@
 #include "src/bootstrap/interfaces.h"
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::errorOf;
-using namespace std::chrono_literals;
 
 TEST(BootstrapSocketTest, ParsesAddresses) {
   EXPECT_EQ(SocketAddress::parse("127.0.0.1:80").toString(), "127.0.0.1:80");
@@ -24,7 +21,7 @@ TEST(BootstrapSocketTest, ParsesAddresses) {
 
 TEST(BootstrapSocketTest, RecvTimesOutIsCancelledAndSeesClose) {
   Socket listener = Socket::listen(SocketAddress::parse("127.0.0.1:0"));
-  Socket client = test::connectRaw(listener.localAddress());
+  Socket client = connectRaw(listener.localAddress());
   Socket server;
   for (int i = 0; i < 100 && !server.valid(); ++i) {
     server = listener.tryAccept(nullptr);
@@ -33,10 +30,10 @@ TEST(BootstrapSocketTest, RecvTimesOutIsCancelledAndSeesClose) {
   ASSERT_TRUE(server.valid());
   char buf[4];
   auto start = std::chrono::steady_clock::now();
-  test::Caught c = errorOf([&] { server.recvAll(buf, 4, Deadline(100ms), -1, "reading"); });
+  Caught c = errorOf([&] { server.recvAll(buf, 4, Deadline(100ms), -1, "reading"); });
   EXPECT_EQ(c.code, Status::kSystemError);
   EXPECT_NE(c.message.find("timed out"), std::string::npos);
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
 
   EventFd cancel;
   cancel.signal();
@@ -44,7 +41,7 @@ TEST(BootstrapSocketTest, RecvTimesOutIsCancelledAndSeesClose) {
             Status::kInternalError);
 
   // Partial data then close: the reader reports the peer, not a timeout.
-  test::writeRaw(client, "ab", 2);
+  writeRaw(client, "ab", 2);
   client.close();
   c = errorOf([&] { server.recvAll(buf, 4, Deadline(10s), -1, "reading"); });
   EXPECT_EQ(c.code, Status::kRemoteError);
@@ -52,14 +49,13 @@ TEST(BootstrapSocketTest, RecvTimesOutIsCancelledAndSeesClose) {
 }
 
 TEST(BootstrapSocketTest, ConnectRefusedIsRemoteErrorOrTimeoutWhenRetrying) {
-  SocketAddress nobody =
-      SocketAddress::parse("127.0.0.1:" + std::to_string(test::freeLoopbackPort()));
+  SocketAddress nobody = SocketAddress::parse("127.0.0.1:" + std::to_string(freeLoopbackPort()));
   EXPECT_EQ(errorOf([&] { Socket::connect(nobody, Deadline(1s), -1, "c"); }).code,
             Status::kRemoteError);
   auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(errorOf([&] { Socket::connect(nobody, Deadline(200ms), -1, "c", true); }).code,
             Status::kSystemError);
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
 }
 
 TEST(BootstrapSocketTest, SocketsAreCloseOnExec) {
@@ -122,4 +118,4 @@ TEST(BootstrapInterfaceTest, HostChoiceIsListenable) {
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

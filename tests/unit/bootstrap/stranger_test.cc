@@ -5,13 +5,8 @@
 #include "src/bootstrap/wire.h"
 #include "tests/unit/bootstrap/test_util.h"
 
-namespace weft::bootstrap {
+namespace weft::bootstrap::test {
 namespace {
-
-using test::createAll;
-using test::errorOf;
-using test::runRanks;
-using namespace std::chrono_literals;
 
 void checkAllgather(std::vector<std::unique_ptr<Bootstrap>>& ranks) {
   int n = static_cast<int>(ranks.size());
@@ -29,33 +24,33 @@ TEST(BootstrapStrangerTest, StrangersAtTheRootDoNotDelayTheRealRanks) {
   std::vector<Socket> strangers;
 
   // Garbage, much longer than a hello.
-  strangers.push_back(test::connectRaw(d.root));
+  strangers.push_back(connectRaw(d.root));
   std::vector<char> garbage(1 << 20, 'x');
-  test::writeRaw(strangers.back(), garbage.data(), garbage.size());
+  writeRaw(strangers.back(), garbage.data(), garbage.size());
   // A well-formed hello with the wrong secret.
-  strangers.push_back(test::connectRaw(d.root));
+  strangers.push_back(connectRaw(d.root));
   uint8_t hello[wire::kRootHelloBytes];
   Secret wrong = d.secret;
   wrong[31] ^= 1;
   wire::encodeRootHello(wrong, {wire::kRootHelloVersion, 0, 3, SocketAddress::parse("127.0.0.1:9")},
                         hello);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
+  writeRaw(strangers.back(), hello, sizeof(hello));
   // The right secret followed by garbage (bad version).
-  strangers.push_back(test::connectRaw(d.root));
+  strangers.push_back(connectRaw(d.root));
   std::memset(hello, 0xee, sizeof(hello));
   std::memcpy(hello, d.secret.data(), kSecretBytes);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
+  writeRaw(strangers.back(), hello, sizeof(hello));
   // Half a secret, then silence; and a connection that never says anything.
-  strangers.push_back(test::connectRaw(d.root));
-  test::writeRaw(strangers.back(), d.secret.data(), 16);
-  strangers.push_back(test::connectRaw(d.root));
+  strangers.push_back(connectRaw(d.root));
+  writeRaw(strangers.back(), d.secret.data(), 16);
+  strangers.push_back(connectRaw(d.root));
   // Connects and closes at once.
-  test::connectRaw(d.root).close();
+  connectRaw(d.root).close();
 
   auto start = std::chrono::steady_clock::now();
   auto ranks = createAll(id, 3);
   // The silent ones are still connected: the root served the ranks concurrently.
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
   checkAllgather(ranks);
 }
 
@@ -64,29 +59,29 @@ TEST(BootstrapStrangerTest, StrangersAtARankPortAreDroppedAndLogged) {
   UniqueIdBytes id = generateUniqueId();
   DecodedId d = decodeUniqueId(id);
   auto ranks = createAll(id, n);
-  TcpBootstrap& victim = test::tcp(*ranks[2]);
+  TcpBootstrap& victim = tcp(*ranks[2]);
   SocketAddress target = victim.listenAddress();
   std::vector<Socket> strangers;
 
-  strangers.push_back(test::connectRaw(target));  // silent, stays open
-  strangers.push_back(test::connectRaw(target));  // garbage
+  strangers.push_back(connectRaw(target));  // silent, stays open
+  strangers.push_back(connectRaw(target));  // garbage
   std::vector<char> garbage(100000, 'g');
-  test::writeRaw(strangers.back(), garbage.data(), garbage.size());
-  strangers.push_back(test::connectRaw(target));  // wrong secret
+  writeRaw(strangers.back(), garbage.data(), garbage.size());
+  strangers.push_back(connectRaw(target));  // wrong secret
   uint8_t hello[wire::kPeerHelloBytes];
   Secret wrong = d.secret;
   wrong[0] ^= 0x80;
   wire::encodePeerHello(wrong, 0, hello);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
-  strangers.push_back(test::connectRaw(target));  // right secret, impossible rank
+  writeRaw(strangers.back(), hello, sizeof(hello));
+  strangers.push_back(connectRaw(target));  // right secret, impossible rank
   wire::encodePeerHello(d.secret, 99, hello);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
-  strangers.push_back(test::connectRaw(target));  // right secret, claims its own rank
+  writeRaw(strangers.back(), hello, sizeof(hello));
+  strangers.push_back(connectRaw(target));  // right secret, claims its own rank
   wire::encodePeerHello(d.secret, 2, hello);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
-  strangers.push_back(test::connectRaw(target));  // right secret, impersonates a connected rank
+  writeRaw(strangers.back(), hello, sizeof(hello));
+  strangers.push_back(connectRaw(target));  // right secret, impersonates a connected rank
   wire::encodePeerHello(d.secret, 1, hello);
-  test::writeRaw(strangers.back(), hello, sizeof(hello));
+  writeRaw(strangers.back(), hello, sizeof(hello));
 
   auto end = std::chrono::steady_clock::now() + 3s;
   while (victim.droppedConnections() < 5 && std::chrono::steady_clock::now() < end)
@@ -108,7 +103,7 @@ TEST(BootstrapStrangerTest, StrangersAtARankPortAreDroppedAndLogged) {
     }
     ranks[r]->barrier();
   });
-  EXPECT_LT(test::secondsSince(start), 2.0);
+  EXPECT_LT(secondsSince(start), 2.0);
 }
 
 TEST(BootstrapStrangerTest, MalformedFrameFromAnAuthenticatedPeerIsBounded) {
@@ -118,16 +113,16 @@ TEST(BootstrapStrangerTest, MalformedFrameFromAnAuthenticatedPeerIsBounded) {
   UniqueIdBytes id = generateUniqueId();
   DecodedId d = decodeUniqueId(id);
   auto ranks = createAll(id, n);
-  Socket fake = test::connectRaw(test::tcp(*ranks[2]).listenAddress());
+  Socket fake = connectRaw(tcp(*ranks[2]).listenAddress());
   uint8_t buf[wire::kPeerHelloBytes + wire::kFrameHeaderBytes];
   wire::encodePeerHello(d.secret, 0, buf);
   wire::encodeFrameHeader({0, 7, 1ull << 40}, buf + wire::kPeerHelloBytes);
-  test::writeRaw(fake, buf, sizeof(buf));
+  writeRaw(fake, buf, sizeof(buf));
   int v;
-  test::Caught c = errorOf([&] { ranks[2]->recv(0, 7, &v, sizeof(v)); });
+  Caught c = errorOf([&] { ranks[2]->recv(0, 7, &v, sizeof(v)); });
   EXPECT_EQ(c.code, Status::kRemoteError);
   EXPECT_NE(c.message.find("rank 0"), std::string::npos) << c.message;
 }
 
 }  // namespace
-}  // namespace weft::bootstrap
+}  // namespace weft::bootstrap::test

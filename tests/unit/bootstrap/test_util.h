@@ -1,4 +1,5 @@
-// Helpers shared by the bootstrap tests: ranks as threads, error capture, raw sockets.
+// Helpers shared by the bootstrap tests: ranks as threads, error capture, raw sockets. The tests
+// live in this namespace, so they name the helpers and the chrono literals unqualified.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -15,6 +15,7 @@
 #include "tests/support/collective_check.h"
 #include "tests/support/comms.h"
 #include "tests/support/grid.h"
+#include "tests/support/info_log.h"
 #include "tests/support/scoped_env.h"
 #include "tests/support/text_file.h"
 #include "tests/support/values.h"
@@ -24,25 +25,6 @@ using namespace weft::test;
 namespace {
 
 const std::string kMsccl = WEFT_SHARED_MSCCL;
-
-// The log is the only window on which plan ran: route INFO (INIT, TUNING) to a file before the
-// logger reads its configuration. Nothing is created until the first line is logged.
-std::string logPath() {
-  static const std::string path = "/tmp/weft-msccl-test-" + std::to_string(getpid()) + ".log";
-  return path;
-}
-// Removes the log when the tests are done.
-class LogCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { unlink(logPath().c_str()); }
-};
-const bool kLogConfigured = [] {
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
-  setenv("NCCL_DEBUG_FILE", logPath().c_str(), 1);
-  ::testing::AddGlobalTestEnvironment(new LogCleanup);
-  return true;
-}();
 
 // A temporary plan directory, removed with its files.
 class PlanDir {
@@ -89,12 +71,12 @@ struct FileCase {
 class RealFileRuns : public ::testing::TestWithParam<FileCase> {};
 
 TEST_P(RealFileRuns, InPlaceCallsUseThePlanAndAreExact) {
-  ASSERT_TRUE(kLogConfigured);
+  ASSERT_TRUE(kInfoLogRouted);
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   const FileCase& fc = GetParam();
   PlanDir dir;
   dir.copy(fc.file);
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "msccl"}, {"WEFT_SLOTS", "4"}});
   Comms comms(8);
   for (size_t count : fc.counts) {
@@ -138,7 +120,7 @@ TEST(PlanLibraryComm, OutsideTheWindowBuiltInsRunInsideEveryOpUsesThePlan) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"MSCCL_ALGO_DIR", dir.path()}});
   Comms comms(8);
   // 130 does not split into 128 chunks, 20480 floats are past maxBytes: no plan applies.
@@ -161,7 +143,7 @@ TEST(PlanLibraryComm, RanksMayMixInPlaceAndOutOfPlace) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}});
   Comms comms(8);
   // Even ranks call in place, odd ranks out of place: every rank still picks the same plan.
@@ -211,7 +193,7 @@ TEST(PlanLibraryComm, BufferingPlansRunInPiecesPastOneSlot) {
   }
   PlanDir dir;
   dir.add("pair.xml", x + "</algo>\n");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}});
   Comms comms(2);
   // 2048 floats make 4 KiB messages (one slot), 4096 floats 8 KiB ones.
@@ -227,8 +209,7 @@ TEST(PlanLibraryComm, BufferingPlansRunInPiecesPastOneSlot) {
   EXPECT_EQ(occurrences(text, "allreduce of 2048 x 4 bytes"), 4u) << text;
   EXPECT_EQ(occurrences(text, "allreduce of 4096 x 4 bytes"), 4u);
   EXPECT_EQ(occurrences(text, "in 2 pieces"), 4u) << "the 2048-float calls run whole";
-  EXPECT_EQ(occurrences(text, "uses msccl:pair#0 from " + dir.path() + "/pair.xml in 2 pieces"),
-            4u)
+  EXPECT_EQ(occurrences(text, "uses msccl:pair#0 from " + dir.path() + "/pair.xml in 2 pieces"), 4u)
       << text;
 }
 
@@ -242,7 +223,7 @@ TEST(PlanLibraryComm, StreamingFilesRunWithSmallSlots) {
     SCOPED_TRACE(fc.file);
     PlanDir dir;
     dir.copy(fc.file);
-    LogWatch log(logPath());
+    LogWatch log(infoLogPath());
     // Messages of tens of KiB through two 4 KiB slots per connection.
     ScopedEnv env(
         {{"WEFT_PLAN_DIR", dir.path()}, {"WEFT_SLOT_BYTES", "4096"}, {"WEFT_SLOTS", "2"}});
@@ -258,7 +239,7 @@ TEST(PlanLibraryComm, ProcessesOverSharedMemory) {
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
   dir.copy("ndv5/ag-1m.xml");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   // Eight processes of one rank each: the plans' sends and receives cross processes.
   const auto body = [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
     for (bool inPlace : {true, false})
@@ -288,7 +269,7 @@ TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
   if (!haveShared()) GTEST_SKIP() << kMsccl << " is absent";
   PlanDir dir;
   dir.copy("ndv4/ap2ll.xml");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"WEFT_PLAN_DIR", dir.path()}, {"NCCL_ALGO", "^msccl"}});
   Comms comms(8);
   expectExact(comms.get(), CheckCase{Coll::kAllReduce, ncclFloat32, ncclSum, 1280, 0, true});
@@ -296,7 +277,7 @@ TEST(PlanLibraryComm, NcclAlgoCanExcludeTheLibrary) {
 }
 
 TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
-  ASSERT_TRUE(kLogConfigured);
+  ASSERT_TRUE(kInfoLogRouted);
   PlanDir dir;
   const std::string broken = dir.add("broken.xml", "<algo name=\"x\" proto=\"LL\"");
   const std::string idle =
@@ -306,7 +287,7 @@ TEST(PlanLibraryComm, BrokenFilesAreReportedAndSkipped) {
               "<gpu id=\"0\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/>"
               "<gpu id=\"1\" i_chunks=\"1\" o_chunks=\"0\" s_chunks=\"0\"/></algo>");
   dir.add("notes.txt", "not a plan");
-  LogWatch log(logPath());
+  LogWatch log(infoLogPath());
   ScopedEnv env(
       {{"WEFT_PLAN_DIR", dir.path() + ":/nonexistent/weft-plans"}, {"NCCL_ALGO", "msccl"}});
   {

@@ -3,16 +3,16 @@
 // communicator runs it in slot-sized pieces, and the results are exact. Forced msccl outside
 // its window (size, in-place mode, collective) fails with ncclInvalidUsage naming the windows.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <unistd.h>
 
-#include <fstream>
-#include <optional>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 #include "tests/support/collective_check.h"
+#include "tests/support/comms.h"
+#include "tests/support/info_log.h"
+#include "tests/support/scoped_env.h"
+#include "tests/support/text_file.h"
 
 using namespace weft::test;
 
@@ -21,89 +21,17 @@ namespace {
 const std::string kPlans = WEFT_PIECES_FIXTURES;
 const std::string kPlanFile = kPlans + "/allpairs_allgather_ll.xml";
 
-// The log is the window on which plan ran: INFO (INIT, TUNING) goes to a file, configured
-// before the logger first reads its settings.
-std::string logPath() {
-  static const std::string path = "/tmp/weft-pieces-test-" + std::to_string(getpid()) + ".log";
-  return path;
-}
-class LogCleanup : public ::testing::Environment {
- public:
-  void TearDown() override { unlink(logPath().c_str()); }
-};
-const bool kLogConfigured = [] {
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT,TUNING", 1);
-  setenv("NCCL_DEBUG_FILE", logPath().c_str(), 1);
-  ::testing::AddGlobalTestEnvironment(new LogCleanup);
-  return true;
-}();
-
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-// Environment for one communicator set, restored afterwards.
-class ScopedEnv {
- public:
-  explicit ScopedEnv(std::vector<std::pair<std::string, std::string>> vars) {
-    for (auto& [k, v] : vars) {
-      const char* old = getenv(k.c_str());
-      saved_.push_back({k, old ? std::optional<std::string>(old) : std::nullopt});
-      setenv(k.c_str(), v.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved_)
-      if (v)
-        setenv(k.c_str(), v->c_str(), 1);
-      else
-        unsetenv(k.c_str());
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
-class Comms {
- public:
-  explicit Comms(int n) : comms_(n) {
-    EXPECT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess) << ncclGetLastError(nullptr);
-  }
-  ~Comms() {
-    for (auto c : comms_)
-      if (c) ncclCommDestroy(c);
-  }
-  const std::vector<ncclComm_t>& get() const { return comms_; }
-
- private:
-  std::vector<ncclComm_t> comms_;
-};
-
 TEST(MscclPieces, AllpairsAllGatherPastTheFifoRunsInPiecesAndIsExact) {
-  ASSERT_TRUE(kLogConfigured);
-  const size_t logStart = readFile(logPath()).size();
+  ASSERT_TRUE(kInfoLogRouted);
+  LogWatch log(infoLogPath());
   ScopedEnv env({{"MSCCL_ALGO_DIR", kPlans}, {"NCCL_ALGO", "msccl"}});
   Comms comms(8);
   // 32 MiB of floats (4 MiB messages), then 32 MiB + 8 bytes of int8 (an odd count, so chunks
   // cut into uneven parts), out of place as the plan allows.
   const CheckCase cases[] = {{Coll::kAllGather, ncclFloat32, ncclSum, 1u << 20, 0, false},
                              {Coll::kAllGather, ncclInt8, ncclSum, (4u << 20) + 1, 0, false}};
-  for (const CheckCase& c : cases) {
-    CheckResult r = runCheck(comms.get(), c);
-    EXPECT_EQ(r.status, ncclSuccess) << describe(c, 8) << ": " << r.message;
-    EXPECT_EQ(r.wrong, 0u) << describe(c, 8) << ": " << r.message;
-  }
-  const std::string text = readFile(logPath()).substr(logStart);
+  for (const CheckCase& c : cases) expectExact(comms.get(), c);
+  const std::string text = log.text();
   EXPECT_NE(text.find("plan library: loaded " + kPlanFile +
                       ": msccl plan 'allpairs_allgather_ll' (allgather, 8 ranks, "
                       "33554432-1073741824 bytes, out of place only; runs in pieces where its "
@@ -135,7 +63,7 @@ ncclResult_t allGatherOnAll(const std::vector<ncclComm_t>& comms, size_t count, 
 }
 
 TEST(MscclPieces, ForcedMscclWithoutAMatchingPlanFails) {
-  ASSERT_TRUE(kLogConfigured);
+  ASSERT_TRUE(kInfoLogRouted);
   ScopedEnv env({{"MSCCL_ALGO_DIR", kPlans}, {"NCCL_ALGO", "msccl"}});
   Comms comms(8);
   const std::string window =
