@@ -40,7 +40,7 @@ static bool parseCollective(const std::string& s, Collective* c) {
   return false;
 }
 
-AlgoFilter::AlgoFilter(const std::string& text) {
+AlgoFilter::AlgoFilter(const std::string& text) : text_(text) {
   std::stringstream all(text);
   std::string part;
   while (std::getline(all, part, ';')) {
@@ -236,11 +236,12 @@ void Selector::setSynthesized(std::shared_ptr<const PlanLibrary> library, uint64
 }
 
 // Why a call that NCCL_ALGO leaves to library plans has none.
-static std::string noLibraryPlan(const LibraryQuery& q, const PlanLibrary* files,
-                                 const PlanLibrary* synth) {
+static std::string noLibraryPlan(const LibraryQuery& q, const std::string& filter,
+                                 const PlanLibrary* files, const PlanLibrary* synth) {
   std::ostringstream o;
-  o << "NCCL_ALGO allows only plan library algorithms for " << plan::collectiveName(q.coll)
-    << ", and no plan matches this call: " << q.nranks << " ranks, "
+  o << "NCCL_ALGO=" << filter << " leaves no built-in algorithm for "
+    << plan::collectiveName(q.coll) << ", and no plan matches this call: "
+    << q.nranks << " ranks, "
     << plan::sizeMultiplier(q.coll, q.nranks) * q.count * q.elemSize << " bytes ("
     << q.count << " x " << q.elemSize << "), " << (q.inPlace ? "in place" : "out of place")
     << "; windows loaded: " << (files ? files->windows() : "none");
@@ -304,7 +305,7 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   }
   if (forced && (filter_.allows(spec.coll, kLibraryAlgorithm) ||
                  filter_.allows(spec.coll, kSynthAlgorithm)))
-    fail(Status::kInvalidUsage, noLibraryPlan(q, library_.get(), synth_.get()));
+    fail(Status::kInvalidUsage, noLibraryPlan(q, filter_.text(), library_.get(), synth_.get()));
   return best;
 }
 

@@ -41,6 +41,7 @@ class AlgoFilter {
   explicit AlgoFilter(const std::string& text = "");
   bool allows(plan::Collective c, const std::string& algorithm) const;
   bool restricts(plan::Collective c) const;
+  const std::string& text() const { return text_; }  // as NCCL_ALGO gave it
 
  private:
   struct Rule {
@@ -50,6 +51,7 @@ class AlgoFilter {
     std::vector<std::string> names;
   };
   std::vector<Rule> rules_;
+  std::string text_;
 };
 
 // One candidate's cost for a call: what synth/model says, and after the correction table's rows.

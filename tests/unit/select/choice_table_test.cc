@@ -6,8 +6,10 @@
 // tests/unit/select/choice_table.golden is the choice table of the selector before it moved onto
 // synth/model (generated once from that code). Weft's measured speed depends on these choices:
 // the table changes only together with a benchmark-log entry in perf/README.md that justifies the
-// new choice. WEFT_SELECT_WRITE_GOLDEN=<path> writes the current table to <path> (the test is then
-// skipped).
+// new choice. One change since, not a choice among algorithms: where an NCCL_ALGO filter leaves a
+// collective no built-in algorithm and no library plan matches, the call is refused with an error
+// that says why ("(refused)"), where it used to run the model's pick regardless of the filter.
+// WEFT_SELECT_WRITE_GOLDEN=<path> writes the current table to <path> (the test is then skipped).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "src/common/error.h"
 #include "src/select/selector.h"
 
 namespace weft::select {
@@ -72,7 +75,12 @@ std::string pick(const Selector& s, const Config& config, Collective coll, uint6
   spec.count = count;
   spec.elemSize = elem;
   spec.root = root;
-  const Choice c = s.choose(spec, CallTraits{inPlace, false});
+  Choice c;
+  try {
+    c = s.choose(spec, CallTraits{inPlace, false});
+  } catch (const weft::Error&) {
+    return "(refused)";  // a filter that allows only plan-library plans, and none matches
+  }
   std::string name = c.algorithm.empty() ? "(none)" : c.algorithm;
   if (c.options.pushShare != 0) {
     char share[48];
