@@ -373,14 +373,7 @@ class Reader {
 
     double bw = pcieBandwidth(n.pci.linkSpeed, n.pci.linkWidth);
     NodeKind kind = n.kind;
-    int idx = topo_.addNode(std::move(n));
-    Link l;
-    l.a = idx;
-    l.b = parent;
-    l.kind = LinkKind::kPci;
-    l.bw = bw;
-    l.latencyUs = kPciLatencyUs;
-    topo_.addLink(std::move(l));
+    int idx = topo_.addChildNode(std::move(n), LinkKind::kPci, bw, kPciLatencyUs);
     nodeByBus_[{h, key}] = idx;
     if (completedGpu) pendingGpus_.push_back(idx);
     if (completedNic) pendingNics_.push_back(idx);
@@ -433,13 +426,7 @@ class Reader {
     n.kind = NodeKind::kNic;
     n.host = h;
     n.parent = cpu;
-    int idx = topo_.addNode(std::move(n));
-    Link l;
-    l.a = idx;
-    l.b = cpu;
-    l.kind = LinkKind::kPci;
-    l.bw = kLocalBw;
-    topo_.addLink(std::move(l));
+    int idx = topo_.addChildNode(std::move(n), LinkKind::kPci, kLocalBw);
     parseNicPorts(el, idx, h);
   }
 
@@ -470,15 +457,9 @@ class Reader {
       n.net.gid = na.str("gid").value_or("");
       na.rest(&n.extra);
       double bw = netBandwidth(n.net.speedMbps);
-      int idx = topo_.addNode(std::move(n));
+      int idx = topo_.addChildNode(std::move(n), LinkKind::kNet, bw);
       for (pugi::xml_node cc : c.children())
         if (cc.type() == pugi::node_element) keep(idx, "", cc);
-      Link l;
-      l.a = nic;
-      l.b = idx;
-      l.kind = LinkKind::kNet;
-      l.bw = bw;
-      topo_.addLink(std::move(l));
     }
   }
 
@@ -649,13 +630,7 @@ class Reader {
         n.completed = true;
         n.net.dev = take();
         n.net.linkLayer = isInfinibandClass(topo_.node(nic).pci.classCode) ? "IB" : "Ethernet";
-        int idx = topo_.addNode(std::move(n));
-        Link l;
-        l.a = nic;
-        l.b = idx;
-        l.kind = LinkKind::kNet;
-        l.bw = netBandwidth(-1);
-        topo_.addLink(std::move(l));
+        topo_.addChildNode(std::move(n), LinkKind::kNet, netBandwidth(-1));
       }
     }
   }
