@@ -40,6 +40,12 @@ struct ReduceArgs {
   void* dst2 = nullptr;
 };
 
+// The portable scalar kernels (reduce_scalar.cc): all of the work at SimdLevel::kScalar, and
+// what the vector bodies below leave at the other levels. reduceScalar writes dst only (it
+// ignores dst2 and stream); scaleScalar is dst[i] = src[i] * *scalar for every type.
+void reduceScalar(const ReduceArgs& args);
+void scaleScalar(DataType type, void* dst, const void* src, const void* scalar, size_t count);
+
 // Vector bodies: each handles a prefix of the elements (a multiple of its vector width) and
 // returns how many it did; 0 means the case has no vector code. The caller finishes the rest.
 size_t reduceAvx2(const ReduceArgs& args);

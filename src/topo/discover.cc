@@ -255,14 +255,7 @@ class Builder {
     }
     double bw = pcieBandwidth(n.pci.linkSpeed, n.pci.linkWidth);
     n.parent = parent;
-    int idx = t_.addNode(std::move(n));
-    Link l;
-    l.a = idx;
-    l.b = parent;
-    l.kind = LinkKind::kPci;
-    l.bw = bw;
-    l.latencyUs = kPciLatencyUs;
-    t_.addLink(std::move(l));
+    int idx = t_.addChildNode(std::move(n), LinkKind::kPci, bw, kPciLatencyUs);
     nodes_[busId] = idx;
     return idx;
   }
@@ -274,13 +267,7 @@ class Builder {
     n.kind = NodeKind::kNic;
     n.host = host_;
     n.parent = cpu;
-    virtualNic_ = t_.addNode(std::move(n));
-    Link l;
-    l.a = virtualNic_;
-    l.b = cpu;
-    l.kind = LinkKind::kPci;
-    l.bw = kLocalBw;
-    t_.addLink(std::move(l));
+    virtualNic_ = t_.addChildNode(std::move(n), LinkKind::kPci, kLocalBw);
     return virtualNic_;
   }
 
@@ -289,14 +276,7 @@ class Builder {
     n.host = host_;
     n.parent = nic;
     double bw = netBandwidth(n.net.speedMbps);
-    int idx = t_.addNode(std::move(n));
-    Link l;
-    l.a = nic;
-    l.b = idx;
-    l.kind = LinkKind::kNet;
-    l.bw = bw;
-    t_.addLink(std::move(l));
-    return idx;
+    return t_.addChildNode(std::move(n), LinkKind::kNet, bw);
   }
 
   void addInterfaces() {

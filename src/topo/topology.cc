@@ -144,6 +144,20 @@ int Topology::addLink(Link link) {
   return i;
 }
 
+int Topology::addChildNode(Node node, LinkKind kind, double bw, double latencyUs) {
+  const int parent = node.parent;
+  const int idx = addNode(std::move(node));
+  const bool parentFirst = kind == LinkKind::kNet;
+  Link l;
+  l.a = parentFirst ? parent : idx;
+  l.b = parentFirst ? idx : parent;
+  l.kind = kind;
+  l.bw = bw;
+  l.latencyUs = latencyUs;
+  addLink(std::move(l));
+  return idx;
+}
+
 int Topology::findLink(int a, int b, LinkKind kind) const {
   if (a < 0 || a >= static_cast<int>(adjacency_.size())) return -1;
   for (int l : adjacency_[a]) {

@@ -166,6 +166,10 @@ class Topology {
   int addNode(Node node);
   // Adds a link; returns its index. Throws on a bad node index.
   int addLink(Link link);
+  // Adds `node` and the link of `kind` joining it to node.parent; returns the node's index. A
+  // network link runs from the NIC to its port (a = the parent), every other link from the node
+  // to its parent (a = the node).
+  int addChildNode(Node node, LinkKind kind, double bw, double latencyUs = 0);
   // Index of the link between a and b of `kind` (either direction), or -1.
   int findLink(int a, int b, LinkKind kind) const;
   Link& mutableLink(int i) { return links_.at(i); }
