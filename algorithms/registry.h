@@ -9,8 +9,8 @@
 namespace weft::algo {
 
 struct Options {
-  int channels = 1;          // lanes (and connection channels) to spread the data over, >= 1
-  uint64_t sliceElems = 0;   // pipelining unit for trees / chains; 0 = the algorithm's default
+  int channels = 1;         // lanes (and connection channels) to spread the data over, >= 1
+  uint64_t sliceElems = 0;  // pipelining unit for trees / chains; 0 = the algorithm's default
   // Host of each rank (any labels; empty: all ranks on one host). Hierarchical algorithms only.
   std::vector<int> hostOf = {};
   // Fan broadcasts only: the share of the data the root stores into every receiver itself
@@ -21,8 +21,8 @@ struct Options {
 using Generator = plan::Plan (*)(const plan::Spec&, const Options&);
 
 struct Algorithm {
-  const char* name;                       // "ring", "tree", "rhd", "direct"
-  std::vector<plan::Collective> colls;    // collectives it can build
+  const char* name;                     // "ring", "tree", "rhd", "direct"
+  std::vector<plan::Collective> colls;  // collectives it can build
   Generator build;
 };
 

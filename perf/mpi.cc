@@ -14,8 +14,8 @@ bool gActive = false;
 
 // Variables MPI launchers put in each process's environment.
 bool underMpiLauncher() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS",
-                        "SLURM_PROCID"})
+  for (const char* v :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_PROCID"})
     if (std::getenv(v)) return true;
   return false;
 }

@@ -14,13 +14,13 @@
 // a process killed by a signal, 124 for --timeout, 127 when prog cannot be run).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <ifaddrs.h>
-#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,8 +111,8 @@ bool parseArgs(int argc, char** argv, Options* o) {
       size_t pos = 0;
       while (pos <= list.size()) {
         size_t comma = list.find(',', pos);
-        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                         : comma - pos);
+        std::string item =
+            list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         Host h;
         size_t colon = item.rfind(':');
         h.name = item.substr(0, colon);

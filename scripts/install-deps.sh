@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml-dev
       libgtest-dev googletest python3 graphviz clang
+      clang-format  # the tree's formatting is checked (tests/lint)
       iproute2  # ip/tc for the network-namespace tests (label netns)
       libz3-dev)  # Z3 for exact synthesis (synth/solver; skipped when absent)
 missing=()

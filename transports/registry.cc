@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <functional>
+#include <sstream>
 
 #include "src/common/env.h"
 #include "src/common/host_id.h"

@@ -23,8 +23,7 @@ static inline ncclResult_t weftCommInitFromMpi(ncclComm_t* comm, MPI_Comm mpiCom
   int ok = made == ncclSuccess;
   if (MPI_Bcast(&ok, 1, MPI_INT, 0, mpiComm) != MPI_SUCCESS) return ncclSystemError;
   if (!ok) return rank == 0 ? made : ncclRemoteError;
-  if (MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, mpiComm) != MPI_SUCCESS)
-    return ncclSystemError;
+  if (MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, mpiComm) != MPI_SUCCESS) return ncclSystemError;
   return ncclCommInitRank(comm, size, id, rank);
 }
 

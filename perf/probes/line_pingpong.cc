@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const probe::RoundTrip rt = probe::lineRoundTrip(cpuA, cpuB, trips, nonTemporal);
-  std::printf("cpus %d and %d%s%s: round trip %.1f ns, one way %.1f ns (%ld trips)\n", cpuA,
-              cpuB, rt.pinned ? "" : " (not pinned)", nonTemporal ? ", non-temporal flags" : "",
-              rt.ns, rt.ns / 2, trips);
+  std::printf("cpus %d and %d%s%s: round trip %.1f ns, one way %.1f ns (%ld trips)\n", cpuA, cpuB,
+              rt.pinned ? "" : " (not pinned)", nonTemporal ? ", non-temporal flags" : "", rt.ns,
+              rt.ns / 2, trips);
   return 0;
 }

@@ -10,6 +10,17 @@
 // overrides). Prints one row per (algorithm, size): time = slowest rank's mean, algbw, busbw
 // (nccl-tests' allreduce factor 2(n-1)/n) and #wrong from an exact check after timing.
 #include <arpa/inet.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -24,18 +35,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gloo/allreduce.h>
-#include <gloo/allreduce_bcube.h>
-#include <gloo/allreduce_halving_doubling.h>
-#include <gloo/allreduce_ring.h>
-#include <gloo/allreduce_ring_chunked.h>
-#include <gloo/barrier.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/rendezvous/prefix_store.h>
-#include <gloo/transport/tcp/device.h>
 
 namespace {
 
@@ -61,10 +60,20 @@ size_t parseBytes(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      break;
+    default:
+      break;
   }
   return static_cast<size_t>(v);
 }
@@ -97,12 +106,18 @@ int main(int argc, char** argv) {
   std::string algos = "ring,ring_chunked,halving_doubling,bcube,new_ring,new_bcube";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "-b") minBytes = parseBytes(argv[i + 1]);
-    else if (a == "-e") maxBytes = parseBytes(argv[i + 1]);
-    else if (a == "-f") factor = std::atof(argv[i + 1]);
-    else if (a == "-n") iters = std::atoi(argv[i + 1]);
-    else if (a == "-w") warmup = std::atoi(argv[i + 1]);
-    else if (a == "-a") algos = argv[i + 1];
+    if (a == "-b")
+      minBytes = parseBytes(argv[i + 1]);
+    else if (a == "-e")
+      maxBytes = parseBytes(argv[i + 1]);
+    else if (a == "-f")
+      factor = std::atof(argv[i + 1]);
+    else if (a == "-n")
+      iters = std::atoi(argv[i + 1]);
+    else if (a == "-w")
+      warmup = std::atoi(argv[i + 1]);
+    else if (a == "-a")
+      algos = argv[i + 1];
     else {
       std::fprintf(stderr, "gloo_allreduce_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -153,12 +168,14 @@ int main(int argc, char** argv) {
       std::vector<float> buf(count);
       std::vector<float*> ptrs = {buf.data()};
       std::unique_ptr<gloo::Algorithm> legacy;
-      if (algo == "ring") legacy.reset(new gloo::AllreduceRing<float>(ctx, ptrs, int(count)));
+      if (algo == "ring")
+        legacy.reset(new gloo::AllreduceRing<float>(ctx, ptrs, int(count)));
       else if (algo == "ring_chunked")
         legacy.reset(new gloo::AllreduceRingChunked<float>(ctx, ptrs, int(count)));
       else if (algo == "halving_doubling")
         legacy.reset(new gloo::AllreduceHalvingDoubling<float>(ctx, ptrs, int(count)));
-      else if (algo == "bcube") legacy.reset(new gloo::AllreduceBcube<float>(ctx, ptrs, int(count)));
+      else if (algo == "bcube")
+        legacy.reset(new gloo::AllreduceBcube<float>(ctx, ptrs, int(count)));
       else if (algo != "new_ring" && algo != "new_bcube") {
         if (rank == 0) std::fprintf(stderr, "unknown algorithm %s\n", algo.c_str());
         return 2;

@@ -5,8 +5,8 @@
 #include "src/exec/host_stream.h"
 
 using namespace weft;
-using weft::api::guard;
 using plan::Collective;
+using weft::api::guard;
 
 namespace {
 
@@ -17,8 +17,10 @@ uint64_t spanMultiplier(Collective c, int nranks) {
     case Collective::kReduceScatter:
     case Collective::kAlltoAll:
     case Collective::kGather:
-    case Collective::kScatter: return static_cast<uint64_t>(nranks);
-    default: return 1;
+    case Collective::kScatter:
+      return static_cast<uint64_t>(nranks);
+    default:
+      return 1;
   }
 }
 
@@ -36,29 +38,44 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
   call.comm = impl;
   const int n = impl->size(), me = impl->rank();
   if (!isValid(call.type))
-    fail(Status::kInvalidArgument, "invalid datatype " + std::to_string(static_cast<int>(call.type)));
+    fail(Status::kInvalidArgument,
+         "invalid datatype " + std::to_string(static_cast<int>(call.type)));
   if (needsOp(call.coll) && !impl->validOp(call.op, call.type, why))
     return Status::kInvalidArgument;
-  if ((hasRoot(call.coll) || call.coll == Collective::kSendRecv) && (call.root < 0 || call.root >= n))
-    fail(Status::kInvalidArgument, std::string(call.coll == Collective::kSendRecv ? "peer " : "root ") +
-                                       std::to_string(call.root) + " out of range [0, " +
-                                       std::to_string(n) + ")");
+  if ((hasRoot(call.coll) || call.coll == Collective::kSendRecv) &&
+      (call.root < 0 || call.root >= n))
+    fail(Status::kInvalidArgument,
+         std::string(call.coll == Collective::kSendRecv ? "peer " : "root ") +
+             std::to_string(call.root) + " out of range [0, " + std::to_string(n) + ")");
   const uint64_t es = dataTypeSize(call.type);
   const uint64_t span = spanMultiplier(call.coll, n);
   uint64_t bytes = 0;  // overflow builtins, not divisions: every call pays this check
   if (__builtin_mul_overflow(call.count, es * span, &bytes) ||
       bytes > (uint64_t(1) << 48))  // beyond any x86-64 / arm64 user address space
-    fail(Status::kInvalidArgument, "count " + std::to_string(call.count) + " overflows the buffer size");
+    fail(Status::kInvalidArgument,
+         "count " + std::to_string(call.count) + " overflows the buffer size");
   if (call.count > 0) {
     // Which buffers this rank reads / writes, so NULL is caught only where it matters.
     bool readsSend = true, writesRecv = true;
     switch (call.coll) {
-      case Collective::kBroadcast: readsSend = me == call.root; break;
-      case Collective::kReduce: writesRecv = me == call.root; break;
-      case Collective::kGather: writesRecv = me == call.root; break;
-      case Collective::kScatter: readsSend = me == call.root; break;
-      case Collective::kSendRecv: readsSend = call.isSend; writesRecv = !call.isSend; break;
-      default: break;
+      case Collective::kBroadcast:
+        readsSend = me == call.root;
+        break;
+      case Collective::kReduce:
+        writesRecv = me == call.root;
+        break;
+      case Collective::kGather:
+        writesRecv = me == call.root;
+        break;
+      case Collective::kScatter:
+        readsSend = me == call.root;
+        break;
+      case Collective::kSendRecv:
+        readsSend = call.isSend;
+        writesRecv = !call.isSend;
+        break;
+      default:
+        break;
     }
     if (readsSend && !call.send) fail(Status::kInvalidArgument, "sendbuff is NULL");
     if (writesRecv && !call.recv) fail(Status::kInvalidArgument, "recvbuff is NULL");
@@ -73,9 +90,9 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
   return core::submit(call, why);
 }
 
-ncclResult_t collective(const char* fn, Collective coll, const void* send, void* recv,
-                        size_t count, ncclDataType_t type, int op, int root, ncclComm_t comm,
-                        cudaStream_t stream, bool isSend = false) {
+ncclResult_t collective(const char* fn, Collective coll, const void* send, void* recv, size_t count,
+                        ncclDataType_t type, int op, int root, ncclComm_t comm, cudaStream_t stream,
+                        bool isSend = false) {
   // A blocking call repeating the thread's last one goes straight through when it can complete
   // at once (core::repeatStraight): its arguments were checked then, and only the handle's
   // state can have changed since.
@@ -129,15 +146,15 @@ WEFT_API(ncclResult_t, ncclReduce,
 WEFT_API(ncclResult_t, ncclBroadcast,
          (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
           ncclComm_t comm, cudaStream_t stream)) {
-  return collective("ncclBroadcast", Collective::kBroadcast, sendbuff, recvbuff, count, datatype,
-                    0, root, comm, stream);
+  return collective("ncclBroadcast", Collective::kBroadcast, sendbuff, recvbuff, count, datatype, 0,
+                    root, comm, stream);
 }
 
 WEFT_API(ncclResult_t, ncclBcast,
          (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
           cudaStream_t stream)) {
-  return collective("ncclBcast", Collective::kBroadcast, buff, buff, count, datatype, 0, root,
-                    comm, stream);
+  return collective("ncclBcast", Collective::kBroadcast, buff, buff, count, datatype, 0, root, comm,
+                    stream);
 }
 
 WEFT_API(ncclResult_t, ncclReduceScatter,
@@ -164,8 +181,8 @@ WEFT_API(ncclResult_t, ncclAlltoAll,
 WEFT_API(ncclResult_t, ncclGather,
          (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
           ncclComm_t comm, cudaStream_t stream)) {
-  return collective("ncclGather", Collective::kGather, sendbuff, recvbuff, count, datatype, 0,
-                    root, comm, stream);
+  return collective("ncclGather", Collective::kGather, sendbuff, recvbuff, count, datatype, 0, root,
+                    comm, stream);
 }
 
 WEFT_API(ncclResult_t, ncclScatter,

@@ -27,7 +27,7 @@ namespace weft::api {
 
 #define WEFT_EXPORT extern "C" __attribute__((visibility("default")))
 // Defines ncclX and its profiling twin pncclX (an alias of the same code).
-#define WEFT_API(ret, name, params) \
+#define WEFT_API(ret, name, params)                             \
   WEFT_EXPORT ret p##name params __attribute__((alias(#name))); \
   WEFT_EXPORT ret name params
 

@@ -30,7 +30,8 @@ core::CommConfig toConfig(const ncclConfig_t* config) {
     fail(Status::kInvalidArgument, "ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER");
   size_t n = std::min(config->size, sizeof(local));
   if (n < offsetof(ncclConfig_t, blocking))
-    fail(Status::kInvalidArgument, "ncclConfig_t size " + std::to_string(config->size) + " is too small");
+    fail(Status::kInvalidArgument,
+         "ncclConfig_t size " + std::to_string(config->size) + " is too small");
   std::memcpy(&local, config, n);
   if (local.blocking != NCCL_CONFIG_UNDEF_INT) c.blocking = local.blocking != 0;
   if (local.commName) c.name = local.commName;
@@ -71,7 +72,8 @@ Status startInit(ncclComm* handle, const bootstrap::UniqueIdBytes& id, int nrank
 Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                 const ncclConfig_t* config, std::string* why) {
   if (!out) fail(Status::kInvalidArgument, "comm pointer is NULL");
-  if (nranks < 1) fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
+  if (nranks < 1)
+    fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
@@ -101,12 +103,12 @@ const char* lastErrorText() {
 core::Communicator* communicator(ncclComm_t comm) {
   if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
   uint64_t m = comm->magic.load();
-  if (m == ncclComm::kDead)
-    fail(Status::kInvalidArgument, "communicator was already destroyed");
+  if (m == ncclComm::kDead) fail(Status::kInvalidArgument, "communicator was already destroyed");
   if (m != ncclComm::kLive) fail(Status::kInvalidArgument, "not a valid communicator");
   if (comm->state.load() == 1 && comm->initThread.joinable()) comm->initThread.join();
   if (comm->state.load() == 1)
-    fail(Status::kInvalidUsage, "communicator is still being initialised (call ncclGroupEnd first)");
+    fail(Status::kInvalidUsage,
+         "communicator is still being initialised (call ncclGroupEnd first)");
   if (comm->state.load() == 2)
     fail(comm->initStatus, "communicator failed to initialise: " + comm->initError);
   return comm->impl;
@@ -244,7 +246,8 @@ WEFT_API(ncclResult_t, ncclCommSplit,
         handle->magic.store(ncclComm::kDead);
         return Status::kSuccess;
       }
-      int newRank = static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+      int newRank =
+          static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
       try {
         handle->impl = new core::Communicator(all[members.front()].id, newRank,
                                               static_cast<int>(members.size()), cfg);
@@ -304,15 +307,24 @@ WEFT_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device)) {
 
 WEFT_API(const char*, ncclGetErrorString, (ncclResult_t result)) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the Weft developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the Weft developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 

@@ -84,8 +84,10 @@ WEFT_EXPORT ncclResult_t weftCommInitFromEnv(ncclComm_t* comm) {
     std::string port = api::firstEnv({"WEFT_MASTER_PORT", "MASTER_PORT"}, &portVar);
     std::string local = api::firstEnv({"WEFT_LOCAL_RANK", "LOCAL_RANK"}, &localVar);
     std::string missing;
-    for (auto [value, name] : {std::pair{&rankText, "RANK"}, {&sizeText, "WORLD_SIZE"},
-                               {&addr, "MASTER_ADDR"}, {&port, "MASTER_PORT"}})
+    for (auto [value, name] : {std::pair{&rankText, "RANK"},
+                               {&sizeText, "WORLD_SIZE"},
+                               {&addr, "MASTER_ADDR"},
+                               {&port, "MASTER_PORT"}})
       if (value->empty()) missing += std::string(missing.empty() ? "" : ", ") + name;
     if (!missing.empty())
       fail(Status::kInvalidArgument,
@@ -98,9 +100,8 @@ WEFT_EXPORT ncclResult_t weftCommInitFromEnv(ncclComm_t* comm) {
     if (!local.empty()) api::parseInt(local, localVar, 0, size - 1);
 
     // "host:port", "1.2.3.4:port" or "[v6]:port"; a bare IPv6 address needs brackets.
-    std::string hostPart = addr.find(':') != std::string::npos && addr.front() != '['
-                               ? "[" + addr + "]"
-                               : addr;
+    std::string hostPart =
+        addr.find(':') != std::string::npos && addr.front() != '[' ? "[" + addr + "]" : addr;
     bootstrap::SocketAddress root = bootstrap::SocketAddress::parse(hostPart + ":" + port);
     // Not an env-registry knob on purpose: the registry prints every value at INFO.
     const char* jobSecret = std::getenv("WEFT_JOB_SECRET");
@@ -123,13 +124,12 @@ WEFT_EXPORT ncclResult_t weftCommInitFromEnv(ncclComm_t* comm) {
       } catch (const Error&) {
         listen = bootstrap::Socket::listen(api::anyAddress(root.family(), root.port()));
       }
-      auto timeout = std::chrono::milliseconds(
-          std::max<int64_t>(1, env::getInt("WEFT_BOOTSTRAP_TIMEOUT_MS")));
+      auto timeout =
+          std::chrono::milliseconds(std::max<int64_t>(1, env::getInt("WEFT_BOOTSTRAP_TIMEOUT_MS")));
       bootstrap::startRoot(std::move(listen), secret, timeout);
     }
     WEFT_INFO(INIT, "weftCommInitFromEnv: rank %d of %d (%s, %s), local rank %s, root %s", rank,
-              size, rankVar, sizeVar, local.empty() ? "-" : local.c_str(),
-              root.toString().c_str());
+              size, rankVar, sizeVar, local.empty() ? "-" : local.c_str(), root.toString().c_str());
     return Status::kSuccess;
   });
   if (r != ncclSuccess) return r;

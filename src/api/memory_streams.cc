@@ -1,10 +1,9 @@
 // Memory allocation, buffer registration, windows and host streams.
-#include "src/api/handle.h"
-
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "src/api/handle.h"
 #include "src/common/clock.h"
 #include "src/core/memory.h"
 #include "src/exec/executor.h"

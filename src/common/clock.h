@@ -25,5 +25,4 @@ class Deadline {
   Clock::time_point end_;
 };
 
-
 }  // namespace weft

@@ -3,20 +3,26 @@
 namespace weft {
 
 const char* dataTypeName(DataType t) {
-  static const char* kNames[kNumDataTypes] = {"int8",  "uint8", "int32",  "uint32",
-                                              "int64", "uint64", "half",  "float",
+  static const char* kNames[kNumDataTypes] = {"int8",   "uint8",    "int32",  "uint32",
+                                              "int64",  "uint64",   "half",   "float",
                                               "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return isValid(t) ? kNames[static_cast<int>(t)] : "invalid";
 }
 
 const char* redOpName(RedOp op) {
   switch (op) {
-    case RedOp::kSum: return "sum";
-    case RedOp::kProd: return "prod";
-    case RedOp::kMax: return "max";
-    case RedOp::kMin: return "min";
-    case RedOp::kAvg: return "avg";
-    case RedOp::kPreMulSum: return "premulsum";
+    case RedOp::kSum:
+      return "sum";
+    case RedOp::kProd:
+      return "prod";
+    case RedOp::kMax:
+      return "max";
+    case RedOp::kMin:
+      return "min";
+    case RedOp::kAvg:
+      return "avg";
+    case RedOp::kPreMulSum:
+      return "premulsum";
   }
   return "invalid";
 }

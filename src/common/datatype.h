@@ -33,19 +33,24 @@ inline size_t dataTypeSize(DataType t) {
     case DataType::kInt8:
     case DataType::kUint8:
     case DataType::kFp8E4M3:
-    case DataType::kFp8E5M2: return 1;
+    case DataType::kFp8E5M2:
+      return 1;
     case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
+    case DataType::kBfloat16:
+      return 2;
     case DataType::kInt32:
     case DataType::kUint32:
-    case DataType::kFloat32: return 4;
+    case DataType::kFloat32:
+      return 4;
     case DataType::kInt64:
     case DataType::kUint64:
-    case DataType::kFloat64: return 8;
+    case DataType::kFloat64:
+      return 8;
   }
   return 0;
 }
-const char* dataTypeName(DataType t);  // nccl-tests spelling: int8, uint8, int32, ..., half, float, double, bfloat16, f8e4m3, f8e5m2
+const char* dataTypeName(DataType t);  // nccl-tests spelling: int8, uint8, int32, ..., half, float,
+                                       // double, bfloat16, f8e4m3, f8e5m2
 const char* redOpName(RedOp op);       // sum, prod, max, min, avg, premulsum
 bool isFloating(DataType t);
 bool isValid(DataType t);

@@ -8,10 +8,10 @@
 namespace weft::env {
 
 struct Knob {
-  const char* name;       // primary name (NCCL_* where NCCL has the same meaning)
-  const char* alias;      // WEFT_* alias or nullptr
-  const char* fallback;   // default value as text
-  const char* help;       // one line
+  const char* name;      // primary name (NCCL_* where NCCL has the same meaning)
+  const char* alias;     // WEFT_* alias or nullptr
+  const char* fallback;  // default value as text
+  const char* help;      // one line
 };
 
 // All registered knobs, in declaration order.

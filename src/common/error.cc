@@ -6,14 +6,22 @@ namespace weft {
 
 const char* statusName(Status s) {
   switch (s) {
-    case Status::kSuccess: return "success";
-    case Status::kUnhandledCudaError: return "cuda error";
-    case Status::kSystemError: return "system error";
-    case Status::kInternalError: return "internal error";
-    case Status::kInvalidArgument: return "invalid argument";
-    case Status::kInvalidUsage: return "invalid usage";
-    case Status::kRemoteError: return "remote error";
-    case Status::kInProgress: return "in progress";
+    case Status::kSuccess:
+      return "success";
+    case Status::kUnhandledCudaError:
+      return "cuda error";
+    case Status::kSystemError:
+      return "system error";
+    case Status::kInternalError:
+      return "internal error";
+    case Status::kInvalidArgument:
+      return "invalid argument";
+    case Status::kInvalidUsage:
+      return "invalid usage";
+    case Status::kRemoteError:
+      return "remote error";
+    case Status::kInProgress:
+      return "in progress";
   }
   return "unknown";
 }

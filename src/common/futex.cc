@@ -40,9 +40,9 @@ void enableAsymmetricDoorbells(bool enable) {
   gBarrierTried = true;
   // A forked child is a new address space the registration may not cover: it starts over.
   static bool atfork = pthread_atfork(nullptr, nullptr, [] {
-    gLightRing.store(false);
-    gBarrierTried = false;
-  }) == 0;
+                         gLightRing.store(false);
+                         gBarrierTried = false;
+                       }) == 0;
   (void)atfork;
   if (!enable) return;
   const long q = membarrier(MEMBARRIER_CMD_QUERY);

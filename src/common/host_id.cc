@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 
-
 namespace weft {
 
 uint64_t fnv1a(std::string_view text) {

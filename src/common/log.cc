@@ -21,15 +21,19 @@ struct Config {
 };
 
 uint32_t parseSubsys(const std::string& text) {
-  static const struct { const char* name; uint32_t bit; } kNames[] = {
-      {"INIT", INIT}, {"COLL", COLL}, {"P2P", P2P},   {"SHM", SHM},     {"NET", NET},
-      {"BOOTSTRAP", BOOTSTRAP}, {"ENV", ENV}, {"TUNING", TUNING}, {"ALLOC", ALLOC}, {"ALL", ALL}};
+  static const struct {
+    const char* name;
+    uint32_t bit;
+  } kNames[] = {
+      {"INIT", INIT},           {"COLL", COLL}, {"P2P", P2P},       {"SHM", SHM},     {"NET", NET},
+      {"BOOTSTRAP", BOOTSTRAP}, {"ENV", ENV},   {"TUNING", TUNING}, {"ALLOC", ALLOC}, {"ALL", ALL}};
   bool invert = !text.empty() && text[0] == '^';
   uint32_t mask = 0;
   size_t pos = invert ? 1 : 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     for (const auto& n : kNames)
       if (strcasecmp(item.c_str(), n.name) == 0) mask |= n.bit;
     if (comma == std::string::npos) break;
@@ -42,11 +46,16 @@ const Config& config() {
   static const Config cfg = [] {
     Config c;
     std::string lvl = env::get("NCCL_DEBUG");
-    if (strcasecmp(lvl.c_str(), "NONE") == 0) c.level = Level::kNone;
-    else if (strcasecmp(lvl.c_str(), "VERSION") == 0) c.level = Level::kVersion;
-    else if (strcasecmp(lvl.c_str(), "INFO") == 0) c.level = Level::kInfo;
-    else if (strcasecmp(lvl.c_str(), "TRACE") == 0) c.level = Level::kTrace;
-    else c.level = Level::kWarn;
+    if (strcasecmp(lvl.c_str(), "NONE") == 0)
+      c.level = Level::kNone;
+    else if (strcasecmp(lvl.c_str(), "VERSION") == 0)
+      c.level = Level::kVersion;
+    else if (strcasecmp(lvl.c_str(), "INFO") == 0)
+      c.level = Level::kInfo;
+    else if (strcasecmp(lvl.c_str(), "TRACE") == 0)
+      c.level = Level::kTrace;
+    else
+      c.level = Level::kWarn;
     c.subsys = parseSubsys(env::get("NCCL_DEBUG_SUBSYS"));
     if (c.level >= Level::kTrace && !env::isSet("NCCL_DEBUG_SUBSYS")) c.subsys = ALL;
     gethostname(c.host, sizeof(c.host) - 1);
@@ -56,9 +65,12 @@ const Config& config() {
       for (size_t i = 0; i < file.size(); ++i) {
         if (file[i] == '%' && i + 1 < file.size()) {
           char f = file[++i];
-          if (f == 'h') path += c.host;
-          else if (f == 'p') path += std::to_string(getpid());
-          else path += f;
+          if (f == 'h')
+            path += c.host;
+          else if (f == 'p')
+            path += std::to_string(getpid());
+          else
+            path += f;
         } else {
           path += file[i];
         }
@@ -89,7 +101,8 @@ void write(Level level, uint32_t subsys, const char* file, int line, const char*
   std::lock_guard<std::mutex> lock(mu);
   const char* tag = level == Level::kWarn ? "WARN " : level == Level::kTrace ? "TRACE " : "INFO ";
   if (level == Level::kTrace)
-    std::fprintf(c.out, "%s:%d:%d [weft] %s%s:%d %s\n", c.host, getpid(), gettid(), tag, file, line, msg);
+    std::fprintf(c.out, "%s:%d:%d [weft] %s%s:%d %s\n", c.host, getpid(), gettid(), tag, file, line,
+                 msg);
   else
     std::fprintf(c.out, "%s:%d:%d [weft] %s%s\n", c.host, getpid(), gettid(), tag, msg);
   std::fflush(c.out);

@@ -25,10 +25,10 @@ void write(Level level, uint32_t subsys, const char* file, int line, const char*
 
 }  // namespace weft::log
 
-#define WEFT_LOG_AT(lvl, sub, ...)                                                  \
-  do {                                                                              \
-    if (::weft::log::enabled(lvl, ::weft::log::sub))                                \
-      ::weft::log::write(lvl, ::weft::log::sub, __FILE__, __LINE__, __VA_ARGS__);   \
+#define WEFT_LOG_AT(lvl, sub, ...)                                                \
+  do {                                                                            \
+    if (::weft::log::enabled(lvl, ::weft::log::sub))                              \
+      ::weft::log::write(lvl, ::weft::log::sub, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define WEFT_WARN(sub, ...) WEFT_LOG_AT(::weft::log::Level::kWarn, sub, __VA_ARGS__)
 #define WEFT_INFO(sub, ...) WEFT_LOG_AT(::weft::log::Level::kInfo, sub, __VA_ARGS__)

@@ -25,7 +25,8 @@ void reduceTwice(DataType t, RedOp op, void* dst, void* dst2, const void* a, boo
                  const void* b, bool scaleB, size_t count, const Scalar* scalar,
                  Store store = Store::kCached);
 
-// dst[i] = scalar ? src[i] * *scalar : src[i]; plain memcpy when scalar is null. dst == src allowed.
+// dst[i] = scalar ? src[i] * *scalar : src[i]; plain memcpy when scalar is null. dst == src
+// allowed.
 void copyElements(DataType t, void* dst, const void* src, size_t count, const Scalar* scalar,
                   Store store = Store::kCached);
 
@@ -45,7 +46,8 @@ uint8_t floatToFp8e4m3(float f);
 float fp8e5m2ToFloat(uint8_t v);
 uint8_t floatToFp8e5m2(float f);
 
-// Name of the kernel family chosen at run time: "avx512", "avx2" or "scalar" (WEFT_SIMD may force one).
+// Name of the kernel family chosen at run time: "avx512", "avx2" or "scalar" (WEFT_SIMD may force
+// one).
 const char* simdLevel();
 
 }  // namespace weft

@@ -45,8 +45,10 @@ void touchPages(void* p, size_t bytes, bool writable) {
   char* c = static_cast<char*>(p);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (size_t at = 0; at < bytes; at += page) {
-    if (writable) __atomic_fetch_add(c + at, 0, __ATOMIC_RELAXED);
-    else (void)*static_cast<volatile const char*>(c + at);
+    if (writable)
+      __atomic_fetch_add(c + at, 0, __ATOMIC_RELAXED);
+    else
+      (void)*static_cast<volatile const char*>(c + at);
   }
 }
 

@@ -65,8 +65,10 @@ Tuning Tuning::fromEnvironment() {
   t.net = lowerCase(env::get("NCCL_NET"));
   t.socketIfname = env::get("NCCL_SOCKET_IFNAME");
   t.socketFamily = env::get("NCCL_SOCKET_FAMILY");
-  t.socketThreads = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_SOCKET_NTHREADS"), 1, 16));
-  t.socketsPerThread = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_NSOCKS_PERTHREAD"), 1, 64));
+  t.socketThreads =
+      static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_SOCKET_NTHREADS"), 1, 16));
+  t.socketsPerThread =
+      static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_NSOCKS_PERTHREAD"), 1, 64));
   t.tcpSockBuf = static_cast<int>(std::clamp<int64_t>(env::getInt("WEFT_TCP_SOCKBUF"), 0, 1 << 30));
   t.tcpMinPart = std::max<uint64_t>(64, bytes("WEFT_TCP_MIN_PART"));
   t.tcpPoll = env::getInt("WEFT_TCP_POLL") != 0;
@@ -107,8 +109,8 @@ std::string Tuning::describe() const {
   o << "tuning: ranks on host " << ranksOnHost << (sharedCores ? " (sharing cores)" : "")
     << ", slots " << slots << " x " << slotBytes << " B, by reference from "
     << rendezvousBytes(false) << " B (in-place allreduce " << rendezvousBytes(true)
-    << " B), landing from " << landingBytes << " B, streaming stores from " << streamBytes
-    << " / " << streamReduceBytes << " / " << streamAllReduceBytes << " / " << streamLandedBytes
+    << " B), landing from " << landingBytes << " B, streaming stores from " << streamBytes << " / "
+    << streamReduceBytes << " / " << streamAllReduceBytes << " / " << streamLandedBytes
     << " B (copy / reduce / allreduce / landed), spin " << spinNs / 1000 << " us, yield "
     << yieldNs / 1000 << " us, hold " << holdNs / 1000 << " us, timeout " << timeout.count()
     << " ms";

@@ -18,15 +18,15 @@ struct Tuning {
   bool sharedCores = false;  // they outnumber the CPUs they may run on together
 
   // --- Timeouts.
-  std::chrono::milliseconds timeout{300000};            // WEFT_TIMEOUT_MS: every blocking wait
-  std::chrono::milliseconds bootstrapTimeout{120000};   // WEFT_BOOTSTRAP_TIMEOUT_MS
+  std::chrono::milliseconds timeout{300000};           // WEFT_TIMEOUT_MS: every blocking wait
+  std::chrono::milliseconds bootstrapTimeout{120000};  // WEFT_BOOTSTRAP_TIMEOUT_MS
 
   // --- Slot FIFOs (rank 0's geometry wins at init).
   uint64_t slotBytes = 131072;  // WEFT_SLOT_BYTES
   uint32_t slots = 8;           // WEFT_SLOTS
 
   // --- Transfer modes (src/exec/lower.cc).
-  int64_t rendezvousSetting = -1;  // WEFT_RDV_BYTES; -1: auto (rendezvousBytes())
+  int64_t rendezvousSetting = -1;     // WEFT_RDV_BYTES; -1: auto (rendezvousBytes())
   uint64_t sharedRefBytes = 4194304;  // WEFT_SHARED_REF_BYTES
   uint64_t landingBytes = 262144;     // WEFT_LANDING_BYTES; 0: never
   // --- Store kinds (src/exec/lower.cc); 0: never stream.
@@ -36,16 +36,16 @@ struct Tuning {
   uint64_t streamLandedBytes = 8388608;      // WEFT_STREAM_LANDED_BYTES
 
   // --- Waiting (src/exec/wait.cc, src/common/futex.cc).
-  uint64_t spinNs = 200000;    // WEFT_SPIN_US
-  uint64_t yieldNs = 1000000;  // WEFT_YIELD_US
-  uint64_t holdNs = 50000;     // WEFT_HOLD_US; 0: ranks that share a core always yield
+  uint64_t spinNs = 200000;     // WEFT_SPIN_US
+  uint64_t yieldNs = 1000000;   // WEFT_YIELD_US
+  uint64_t holdNs = 50000;      // WEFT_HOLD_US; 0: ranks that share a core always yield
   bool asymmetricFence = true;  // WEFT_ASYMMETRIC_FENCE
 
   // --- Memory transports (transports/shm, transports/local).
-  int shareCopy = 1;         // WEFT_SHARE_COPY: 0 off, 1 on, 2 on and the receiver waits (tests)
-  bool shmCma = false;       // WEFT_SHM_CMA
-  bool shmMap = true;        // WEFT_SHM_MAP
-  bool shmDisabled = false;  // NCCL_SHM_DISABLE
+  int shareCopy = 1;           // WEFT_SHARE_COPY: 0 off, 1 on, 2 on and the receiver waits (tests)
+  bool shmCma = false;         // WEFT_SHM_CMA
+  bool shmMap = true;          // WEFT_SHM_MAP
+  bool shmDisabled = false;    // NCCL_SHM_DISABLE
   bool localDisabled = false;  // WEFT_LOCAL_DISABLE
   bool p2pDisabled = false;    // NCCL_P2P_DISABLE
 
@@ -53,32 +53,32 @@ struct Tuning {
   std::string commId;  // NCCL_COMM_ID: the root's ip:port instead of a random id
 
   // --- TCP (transports/tcp) and the bootstrap's interface choice.
-  std::string net;            // NCCL_NET
-  std::string socketIfname;   // NCCL_SOCKET_IFNAME
-  std::string socketFamily;   // NCCL_SOCKET_FAMILY
-  int socketThreads = 1;      // NCCL_SOCKET_NTHREADS
-  int socketsPerThread = 1;   // NCCL_NSOCKS_PERTHREAD
-  int tcpSockBuf = 0;         // WEFT_TCP_SOCKBUF
+  std::string net;              // NCCL_NET
+  std::string socketIfname;     // NCCL_SOCKET_IFNAME
+  std::string socketFamily;     // NCCL_SOCKET_FAMILY
+  int socketThreads = 1;        // NCCL_SOCKET_NTHREADS
+  int socketsPerThread = 1;     // NCCL_NSOCKS_PERTHREAD
+  int tcpSockBuf = 0;           // WEFT_TCP_SOCKBUF
   uint64_t tcpMinPart = 65536;  // WEFT_TCP_MIN_PART
-  bool tcpPoll = false;       // WEFT_TCP_POLL
-  bool tcpLowat = true;       // WEFT_TCP_LOWAT
+  bool tcpPoll = false;         // WEFT_TCP_POLL
+  bool tcpLowat = true;         // WEFT_TCP_LOWAT
 
   // --- Placement (src/core/cpu_placement.cc).
   bool pin = true;        // WEFT_PIN
   bool pinShared = true;  // WEFT_PIN_SHARED
 
   // --- Topology (src/topo) and this host's identity.
-  std::string topoFile;      // NCCL_TOPO_FILE
-  std::string topoProbes = "all";      // WEFT_TOPO_PROBES
-  std::string topoRates = "nominal";   // WEFT_TOPO_RATES
-  std::string topoDumpFile;  // NCCL_TOPO_DUMP_FILE
-  int topoDumpRank = 0;      // NCCL_TOPO_DUMP_FILE_RANK
-  std::string hostId;        // WEFT_HOST_ID
+  std::string topoFile;               // NCCL_TOPO_FILE
+  std::string topoProbes = "all";     // WEFT_TOPO_PROBES
+  std::string topoRates = "nominal";  // WEFT_TOPO_RATES
+  std::string topoDumpFile;           // NCCL_TOPO_DUMP_FILE
+  int topoDumpRank = 0;               // NCCL_TOPO_DUMP_FILE_RANK
+  std::string hostId;                 // WEFT_HOST_ID
 
   // --- Plans from files and synthesis (src/select/plan_library.cc, src/core/synth_plans.cc).
-  std::string planDirs;         // MSCCL_ALGO_DIR, then WEFT_PLAN_DIR (colon-separated)
-  std::string synth = "auto";   // WEFT_SYNTH
-  std::string synthCacheDir;    // WEFT_CACHE_DIR, else $HOME/.cache/weft/synth; empty: none
+  std::string planDirs;        // MSCCL_ALGO_DIR, then WEFT_PLAN_DIR (colon-separated)
+  std::string synth = "auto";  // WEFT_SYNTH
+  std::string synthCacheDir;   // WEFT_CACHE_DIR, else $HOME/.cache/weft/synth; empty: none
 
   // --- Algorithm choice (src/select, src/core).
   std::string algo;          // NCCL_ALGO

@@ -16,8 +16,8 @@ struct Call {
   void* recv = nullptr;
   uint64_t count = 0;
   DataType type = DataType::kFloat32;
-  int op = 0;       // ncclRedOp_t value (built-in or PreMulSum handle)
-  int root = 0;     // root, or peer for Send / Recv
+  int op = 0;    // ncclRedOp_t value (built-in or PreMulSum handle)
+  int root = 0;  // root, or peer for Send / Recv
   bool isSend = false;
   void* stream = nullptr;
 };

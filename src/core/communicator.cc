@@ -1,13 +1,12 @@
 #include "src/core/communicator.h"
 
-#include "src/common/futex.h"
-
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <sstream>
 
 #include "src/common/env.h"
+#include "src/common/futex.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 #include "src/core/cpu_placement.h"
@@ -43,16 +42,16 @@ struct InitInfo {
 Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nranks,
                            const CommConfig& cfg)
     : cfg_(cfg), tuning_(cfg.tuning), rank_(rank), nranks_(nranks) {
-  if (nranks < 1) fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
+  if (nranks < 1)
+    fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
   enableAsymmetricDoorbells(tuning_.asymmetricFence);  // before any doorbell of it rings
-  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, tuning_.bootstrapTimeout,
-                                       tuning_.timeout);
+  boot_ = bootstrap::Bootstrap::create(id, rank, nranks, tuning_.bootstrapTimeout, tuning_.timeout);
   commHash_ = boot_->commHash();
-  fastConns_ = std::make_unique<std::atomic<transport::Connection*>[]>(
-      static_cast<size_t>(nranks) * kFastChannels);
+  fastConns_ = std::make_unique<std::atomic<transport::Connection*>[]>(static_cast<size_t>(nranks) *
+                                                                       kFastChannels);
   static std::atomic<uint64_t> serials{0};
   serial_ = ++serials;
   bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
@@ -80,8 +79,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
     if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, tuning_.bootstrapTimeout);
   }
-  const PlacementResult placement =
-      placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
+  const PlacementResult placement = placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
   const bool sharedCores = placement.oversubscribed;
   tuning_.ranksOnHost = placement.ranks;
   tuning_.sharedCores = sharedCores;
@@ -130,12 +128,12 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   me.nranks = nranks;
   me.hostHash = peers_[rank].hostHash;
   topology_ = std::make_shared<const topo::SystemTopology>(topo::buildSystemTopology(
-      me, topo::variableAllgather(rank, nranks, [this](void* d, size_t n) { boot_->allgather(d, n); })));
+      me, topo::variableAllgather(rank, nranks,
+                                  [this](void* d, size_t n) { boot_->allgather(d, n); })));
   topo::reportAtInit(*topology_, rank, tuning_);
 
   select::LinkModel model;
-  selector_ = std::make_unique<select::Selector>(nranks, model,
-                                                 select::AlgoFilter(tuning_.algo));
+  selector_ = std::make_unique<select::Selector>(nranks, model, select::AlgoFilter(tuning_.algo));
   // MSCCL XML plans from MSCCL_ALGO_DIR / WEFT_PLAN_DIR (read once per process).
   if (auto library = select::libraryFromEnvironment(tuning_); !library->empty())
     selector_->setLibrary(std::move(library), ctx_.slotBytes);
@@ -264,9 +262,9 @@ std::string Communicator::describe() const {
       ++hosts;
     }
   }
-  out << "comm " << std::hex << commHash_ << std::dec << " rank " << rank_ << " nranks "
-      << nranks_ << " (" << processes << " processes on " << hosts << " hosts), fifo "
-      << ctx_.slots << " x " << ctx_.slotBytes << " B, kernels " << simdLevel();
+  out << "comm " << std::hex << commHash_ << std::dec << " rank " << rank_ << " nranks " << nranks_
+      << " (" << processes << " processes on " << hosts << " hosts), fifo " << ctx_.slots << " x "
+      << ctx_.slotBytes << " B, kernels " << simdLevel();
   return out.str();
 }
 
@@ -274,8 +272,9 @@ transport::Connection* Communicator::connection(int peer, int channel) {
   if (peer < 0 || peer >= nranks_ || peer == rank_)
     fail(Status::kInternalError, "plan asks rank " + std::to_string(rank_) +
                                      " for a connection to invalid peer " + std::to_string(peer));
-  std::atomic<transport::Connection*>* fast =
-      channel >= 0 && channel < kFastChannels ? &fastConns_[peer * kFastChannels + channel] : nullptr;
+  std::atomic<transport::Connection*>* fast = channel >= 0 && channel < kFastChannels
+                                                  ? &fastConns_[peer * kFastChannels + channel]
+                                                  : nullptr;
   if (fast)
     if (transport::Connection* c = fast->load(std::memory_order_acquire)) return c;
   uint64_t key = static_cast<uint64_t>(peer) << 16 | static_cast<uint64_t>(channel);
@@ -309,7 +308,8 @@ int Communicator::createPreMulSum(const void* scalar, DataType type) {
 void Communicator::destroyOp(int op) {
   size_t i = static_cast<size_t>(op - kNumBuiltinOps);
   if (op < kNumBuiltinOps || i >= ops_.size() || !ops_[i].live)
-    fail(Status::kInvalidArgument, "reduction op " + std::to_string(op) + " was not created on this communicator");
+    fail(Status::kInvalidArgument,
+         "reduction op " + std::to_string(op) + " was not created on this communicator");
   ops_[i].live = false;
 }
 
@@ -362,7 +362,8 @@ void* Communicator::registerBuffer(void* buff, size_t size) {
 void Communicator::deregisterBuffer(void* handle) {
   std::lock_guard<std::mutex> lock(regMu_);
   if (registered_.erase(handle) == 0)
-    fail(Status::kInvalidArgument, "ncclCommDeregister: handle was not registered on this communicator");
+    fail(Status::kInvalidArgument,
+         "ncclCommDeregister: handle was not registered on this communicator");
 }
 
 }  // namespace weft::core

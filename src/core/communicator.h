@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/common/tuning.h"
 #include "src/core/call.h"
 #include "src/core/scratch_pool.h"
-#include "src/common/tuning.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
 #include "src/topo/system.h"

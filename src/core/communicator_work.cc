@@ -40,12 +40,11 @@ const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Ch
   if (it == plans_.end()) {
     if (plans_.size() > 512) plans_.clear();  // bounded: counts vary in sweeps
     // Library plans that need buffering run in pieces whose messages fit a slot.
-    auto p = choice.chunkPlan
-                 ? std::make_shared<const plan::Plan>(select::instantiateLibraryPlan(
-                       *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm,
-                       choice.pieces ? ctx_.slotBytes : 0))
-                 : std::make_shared<const plan::Plan>(
-                       algo::build(choice.algorithm, spec, choice.options));
+    auto p = choice.chunkPlan ? std::make_shared<const plan::Plan>(select::instantiateLibraryPlan(
+                                    *choice.chunkPlan, spec.count, spec.elemSize, choice.algorithm,
+                                    choice.pieces ? ctx_.slotBytes : 0))
+                              : std::make_shared<const plan::Plan>(
+                                    algo::build(choice.algorithm, spec, choice.options));
     it = plans_.emplace(key, std::move(p)).first;
   }
   *holder = it->second;
@@ -253,8 +252,10 @@ exec::Work Communicator::p2pWork(const std::vector<Call>& calls) {
     if (!lane.steps.empty()) {
       const auto& st = lane.steps.front();
       uint64_t h = 0x70327032ull;
-      if (plan::opSends(st.op)) h = mix(mix(mix(h, rank_), st.sendPeer), sendSeq_[st.sendPeer]);
-      else if (plan::opRecvs(st.op)) h = mix(mix(mix(h, st.recvPeer), rank_), recvSeq_[st.recvPeer]);
+      if (plan::opSends(st.op))
+        h = mix(mix(mix(h, rank_), st.sendPeer), sendSeq_[st.sendPeer]);
+      else if (plan::opRecvs(st.op))
+        h = mix(mix(mix(h, st.recvPeer), rank_), recvSeq_[st.recvPeer]);
       tag = static_cast<uint32_t>(h ^ (h >> 32));
     }
     w.laneTags.push_back(tag);

@@ -2,11 +2,10 @@
 
 #include <hwloc.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <bit>
-
-#include <unistd.h>
 
 #include "src/common/futex.h"
 #include "src/common/log.h"
@@ -101,15 +100,16 @@ PlacementResult placeRanksOnHost(const std::vector<LocalRank>& local, int self, 
   r.cpus = all.count();
   const int ranks = static_cast<int>(local.size());
   r.ranks = ranks;
-  r.oversubscribed = ranks > (r.cpus > 0 ? r.cpus : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  if (!pin || ranks < 2 || inMyProcess != 1 || !(me->mask == all))
-    return r;
+  r.oversubscribed =
+      ranks > (r.cpus > 0 ? r.cpus : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  if (!pin || ranks < 2 || inMyProcess != 1 || !(me->mask == all)) return r;
   if (r.oversubscribed && !pinShared) return r;
   // Processes are placed in the order of their ranks; with several ranks per process elsewhere
   // on the host the slot is still this rank's index, which keeps slots distinct.
   if (gPinned.exchange(true)) return r;
   r.pinnedCore = pinToCore(all, selfIndex, ranks);
-  if (r.pinnedCore < 0) gPinned.store(false);
+  if (r.pinnedCore < 0)
+    gPinned.store(false);
   else
     WEFT_INFO(INIT, "rank %d pinned to core %d of %d usable (%d ranks on this host)", self,
               r.pinnedCore, r.cpus, ranks);

@@ -25,8 +25,8 @@ struct LocalRank {
 };
 
 struct PlacementResult {
-  int cpus = 0;                // CPUs the host's ranks may use together
-  int ranks = 1;               // the communicator's ranks on this host
+  int cpus = 0;                 // CPUs the host's ranks may use together
+  int ranks = 1;                // the communicator's ranks on this host
   bool oversubscribed = false;  // more ranks than those CPUs
   int pinnedCore = -1;          // the core this thread was bound to, -1 if not pinned
 };

@@ -121,8 +121,8 @@ void openLinksOfFailedCalls(const exec::Task& task, Communicator* comm) {
 }
 
 // `scratch`: the calling thread's, or null on a stream's thread (exec::run has its own).
-Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms,
-                std::string* why, exec::RunScratch* scratch = nullptr) {
+Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms, std::string* why,
+                exec::RunScratch* scratch = nullptr) {
   auto timeout = comms.front()->tuning().timeout;
   for (auto* c : comms) timeout = std::max(timeout, c->tuning().timeout);
   exec::RunResult r = scratch ? exec::run(tasks, timeout, *scratch) : exec::run(tasks, timeout);

@@ -35,9 +35,9 @@ void ScratchPool::give(Buffer b) {
   idle_.push_back(std::move(b));
   if (idle_.size() > kMaxIdle) {
     // Keep the largest: they serve every smaller call too.
-    auto smallest = std::min_element(idle_.begin(), idle_.end(), [](const Buffer& a, const Buffer& c) {
-      return a.bytes < c.bytes;
-    });
+    auto smallest =
+        std::min_element(idle_.begin(), idle_.end(),
+                         [](const Buffer& a, const Buffer& c) { return a.bytes < c.bytes; });
     idle_.erase(smallest);
   }
 }

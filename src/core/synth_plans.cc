@@ -15,7 +15,8 @@ uint32_t synthesisMode(const Tuning& tuning) {
   const std::string& mode = tuning.synth;
   if (mode == "1" || mode == "on") return 1;
   if (mode == "0" || mode == "off") return 0;
-  if (mode != "auto") WEFT_WARN(INIT, "WEFT_SYNTH='%s' is not 0, 1 or auto; using auto", mode.c_str());
+  if (mode != "auto")
+    WEFT_WARN(INIT, "WEFT_SYNTH='%s' is not 0, 1 or auto; using auto", mode.c_str());
   return 2;
 }
 

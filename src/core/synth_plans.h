@@ -25,9 +25,9 @@ uint64_t libraryDigest(const select::PlanLibrary* library);
 
 struct SynthPlans {
   std::shared_ptr<const select::PlanLibrary> library;  // nullptr: nothing won anywhere
-  std::string origin;  // "synthesized in 0.4 s, stored in DIR", "disk cache DIR", "process cache"
-  std::string notes;   // skipped methods, rejected cache entries ("" when none)
-  uint64_t digest = 0; // libraryDigest(library)
+  std::string origin;   // "synthesized in 0.4 s, stored in DIR", "disk cache DIR", "process cache"
+  std::string notes;    // skipped methods, rejected cache entries ("" when none)
+  uint64_t digest = 0;  // libraryDigest(library)
 };
 
 // The synthesized plans for `fabric`, cached under `cacheDir` (WEFT_CACHE_DIR; empty: the

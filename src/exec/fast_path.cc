@@ -72,7 +72,9 @@ Straight runStraight(Work& w, uint32_t tag) {
     if (shape.exchange && l == shape.sendLane) continue;
     for (const plan::Step& s : lanes[l].steps) {
       switch (s.op) {
-        case Op::kSend: send(); break;
+        case Op::kSend:
+          send();
+          break;
         case Op::kRecv:
           std::memcpy(at(s.dst), inData, s.count * es);
           shape.in->release();
@@ -87,7 +89,8 @@ Straight runStraight(Work& w, uint32_t tag) {
         case Op::kReduce:
           reduce(w.type, w.op, at(s.dst), at(s.dst), false, at(s.src), false, s.count, &w.scalar);
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }

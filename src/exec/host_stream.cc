@@ -60,7 +60,8 @@ Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* 
     std::unique_lock<std::mutex> lock(mu_);
     if (queue_.size() >= kMaxQueued) {
       ++roomWaiters_;
-      const bool room = room_.wait_for(lock, timeout, [this] { return queue_.size() < kMaxQueued; });
+      const bool room =
+          room_.wait_for(lock, timeout, [this] { return queue_.size() < kMaxQueued; });
       --roomWaiters_;
       if (!room) {
         *why = "host stream: " + std::to_string(queue_.size()) +

@@ -1,9 +1,9 @@
 // Host streams: an ordered queue of work run asynchronously by one worker thread
 // (the host-memory analogue of a cudaStream_t).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "src/common/error.h"
-
 #include "src/common/tuning.h"
 
 namespace weft::exec {

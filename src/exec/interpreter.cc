@@ -107,8 +107,8 @@ void Interpreter::beginStep(int lane, LaneState& ls, const plan::Step& s) {
   LoweredStep& low = lowered_.at(static_cast<size_t>(lane), ls.step);
   if (!low.linked) {
     const plan::Lane& L = w_->program->lanes[lane];
-    low.send = plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L))
-                                   : nullptr;
+    low.send =
+        plan::opSends(s.op) ? w_->conns->connection(s.sendPeer, plan::sendChannelOf(L)) : nullptr;
     low.recv = plan::opRecvs(s.op) ? w_->conns->connection(s.recvPeer, L.channel) : nullptr;
     low.sendRefs = low.send ? low.send->referenceSends() : nullptr;
     low.sendMemory = low.send ? low.send->peerMemory() : nullptr;
@@ -128,8 +128,8 @@ void Interpreter::beginStep(int lane, LaneState& ls, const plan::Step& s) {
 }
 
 // 1: progressed, kYieldLane: progressed partway through a local step, 0: blocked, -1: error.
-int Interpreter::advance(int lane, LaneState& ls, const plan::Step& s, Status* st,
-                         std::string* why, Stall* stall) {
+int Interpreter::advance(int lane, LaneState& ls, const plan::Step& s, Status* st, std::string* why,
+                         Stall* stall) {
   if (!ls.begun) {
     if (!depsDone(s)) return 0;
     beginStep(lane, ls, s);
@@ -172,7 +172,8 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
   const uint64_t d = ls.done;
   if (low.bigRefs && n < s.count - d) {
     // Whole slices (or the step's end), so the receiver's slices tile the message.
-    const uint64_t most = std::min<uint64_t>(lowered_.bigRefBytes, low.sendRefs->maxReferenceBytes());
+    const uint64_t most =
+        std::min<uint64_t>(lowered_.bigRefBytes, low.sendRefs->maxReferenceBytes());
     const uint64_t slices = std::max<uint64_t>(1, most / (sliceElems * es));
     const uint64_t big = std::min(s.count - d, slices * sliceElems);
     if (big * es >= lowered_.rdvBytes && low.sendRefs->peerCanRead(ptr(s.src, d), big * es))
@@ -281,8 +282,8 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
     case Op::kRecvReduceCopySend:
       if (land) {
         // One pass over the operands feeds this rank's output and the receiver's.
-        reduceTwice(w_->type, w_->op, dst, land, ptr(s.src, d), scaled, in, false, n,
-                    &w_->scalar, low.landedStore);
+        reduceTwice(w_->type, w_->op, dst, land, ptr(s.src, d), scaled, in, false, n, &w_->scalar,
+                    low.landedStore);
       } else if (byRef) {
         reduce(w_->type, w_->op, dst, ptr(s.src, d), scaled, in, false, n, &w_->scalar);
         sendByReference(ls, low, s.sendPeer, dst, bytes, tag);
@@ -330,8 +331,8 @@ void Interpreter::offerLanding(int lane, LaneState& ls) {
   const char* in = lowered_.readsOwnInput ? w_->buffers[plan::kInput] : nullptr;
   const uint64_t inBytes = lowered_.inputBytes;
   if ((in && dst < in + inBytes && in < dst + bytes) || busy(dst, dst + bytes)) return;
-  lowered_.at(static_cast<size_t>(lane), ls.step).recvMemory->offerLanding(dst, bytes,
-                                                                         w_->laneTags[lane]);
+  lowered_.at(static_cast<size_t>(lane), ls.step)
+      .recvMemory->offerLanding(dst, bytes, w_->laneTags[lane]);
 }
 
 void* Interpreter::bounceFor(size_t bytes) {

@@ -65,7 +65,7 @@ class Interpreter {
     transport::Connection* conn;
     transport::ReferenceSends* refs;  // conn's
     transport::PeerMemory* memory;    // conn's, or null
-    uint64_t count;  // consumed(count) means the receiver is done
+    uint64_t count;                   // consumed(count) means the receiver is done
     const char* begin;
     const char* end;
     int peer;
@@ -79,8 +79,8 @@ class Interpreter {
   bool drained();
   bool assistReaders();
   bool busy(const char* b, const char* e);
-  void sendByReference(LaneState& ls, const LoweredStep& low, int peer, const char* p,
-                       size_t bytes, uint32_t tag);
+  void sendByReference(LaneState& ls, const LoweredStep& low, int peer, const char* p, size_t bytes,
+                       uint32_t tag);
   int advance(int lane, LaneState& ls, const plan::Step& s, Status* st, std::string* why,
               Stall* stall);
   void beginStep(int lane, LaneState& ls, const plan::Step& s);

@@ -82,8 +82,7 @@ struct StorePolicy {
   const char* inputEnd = nullptr;
 };
 
-StorePolicy storePolicy(const Work& w, const plan::RankTraits& traits, const Tuning& t,
-                        size_t es) {
+StorePolicy storePolicy(const Work& w, const plan::RankTraits& traits, const Tuning& t, size_t es) {
   StorePolicy p;
   const plan::Spec& spec = w.plan->spec;
   const bool allReduce = traits.output == OutputUse::kReducedAndReread;
@@ -105,8 +104,8 @@ StorePolicy storePolicy(const Work& w, const plan::RankTraits& traits, const Tun
   }
   // What the call makes this rank touch: its output, and an input of its own beside it.
   const char* out = w.buffers[plan::kOutput];
-  const bool apart = p.inputBegin && (!out || disjoint(out, outBytes, p.inputBegin,
-                                                       p.inputEnd - p.inputBegin));
+  const bool apart =
+      p.inputBegin && (!out || disjoint(out, outBytes, p.inputBegin, p.inputEnd - p.inputBegin));
   const uint64_t touched = outBytes + (apart ? sizes.input * es : 0);
   const uint64_t weighed = allReduce ? outBytes : reduces ? touched : t.copyFootprint(touched);
   p.output = least != 0 && weighed >= least;
@@ -119,8 +118,7 @@ StorePolicy storePolicy(const Work& w, const plan::RankTraits& traits, const Tun
 Store storeOf(const StorePolicy& p, bool streams, const plan::Ref& dst, const char* at,
               uint64_t bytes) {
   const bool overInput = at < p.inputEnd && p.inputBegin < at + bytes;
-  return streams && dst.buffer == plan::kOutput && !overInput ? Store::kStreaming
-                                                               : Store::kCached;
+  return streams && dst.buffer == plan::kOutput && !overInput ? Store::kStreaming : Store::kCached;
 }
 
 }  // namespace

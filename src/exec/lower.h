@@ -27,27 +27,27 @@ struct LoweredStep {
   bool linked = false;
   Store store = Store::kCached;        // how it writes its destination
   Store landedStore = Store::kCached;  // how it writes what it also stores into a landing
-  bool scaled = false;     // reads of its source are scaled (PreMulSum over the input)
+  bool scaled = false;                 // reads of its source are scaled (PreMulSum over the input)
   // Transfer modes the step may use beside a slot; each also needs its link's capability,
   // known once the step links (Interpreter::beginStep clears what the link lacks).
-  bool mayLand = false;    // its sends may store into the receiver's offered landing
-  bool mayRef = false;     // slices of at least Lowered::rdvBytes may go by reference
-  bool bigRefs = false;    // a plain send whose by-reference messages may span many slices
-  bool offers = false;     // a receive whose run of receives may be offered as a landing
+  bool mayLand = false;  // its sends may store into the receiver's offered landing
+  bool mayRef = false;   // slices of at least Lowered::rdvBytes may go by reference
+  bool bigRefs = false;  // a plain send whose by-reference messages may span many slices
+  bool offers = false;   // a receive whose run of receives may be offered as a landing
 };
 
 struct Lowered {
-  uint64_t stamp = 0;  // the stamp of the Work lowered; 0: none or unnamed
+  uint64_t stamp = 0;              // the stamp of the Work lowered; 0: none or unnamed
   std::vector<LoweredStep> steps;  // lane l's steps from laneFirst[l] on
   std::vector<size_t> laneFirst;
   std::vector<uint32_t> bursts;  // per lane where the plan's lane shares differ; else empty
   size_t elemSize = 1;
-  uint64_t rdvBytes = 0;        // smallest slice sent by reference
-  uint64_t landingBytes = 0;    // smallest run of receives offered as a landing; 0: never
-  uint64_t bigRefBytes = 0;     // largest by-reference message of a bigRefs step
-  bool holdsCore = false;       // small exchange: a rank may keep a shared core while it waits
-  bool readsOwnInput = true;    // false for a broadcast's or scatter's non-root
-  uint64_t inputBytes = 0;      // this rank's input
+  uint64_t rdvBytes = 0;      // smallest slice sent by reference
+  uint64_t landingBytes = 0;  // smallest run of receives offered as a landing; 0: never
+  uint64_t bigRefBytes = 0;   // largest by-reference message of a bigRefs step
+  bool holdsCore = false;     // small exchange: a rank may keep a shared core while it waits
+  bool readsOwnInput = true;  // false for a broadcast's or scatter's non-root
+  uint64_t inputBytes = 0;    // this rank's input
 
   LoweredStep& at(size_t lane, size_t step) { return steps[laneFirst[lane] + step]; }
 };

@@ -96,23 +96,23 @@ bool TaskSet::holdsCore() const {
 bool TaskSet::checkPoison() {
   for (size_t i = 0; i < tasks_.size(); ++i) {
     if (!states_[i].running) continue;
-    states_[i].interpreter.everyAwaitedLink([&](transport::Connection* c, int peer,
-                                                bool receiving) {
-      if (c->peerEnded()) {
-        if (!waitsInVain(c, receiving)) return true;
-        error_ = {Status::kRemoteError,
-                  "rank " + std::to_string(peer) + " closed its " + c->transportName() +
-                      " link while this rank still waited on it (it exited or gave up)",
-                  static_cast<int>(i)};
-        return false;
-      }
-      if (!c->poisoned()) return true;
-      error_ = {Status::kRemoteError,
-                "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
-                    c->transportName() + " link)",
-                static_cast<int>(i)};
-      return false;
-    });
+    states_[i].interpreter.everyAwaitedLink(
+        [&](transport::Connection* c, int peer, bool receiving) {
+          if (c->peerEnded()) {
+            if (!waitsInVain(c, receiving)) return true;
+            error_ = {Status::kRemoteError,
+                      "rank " + std::to_string(peer) + " closed its " + c->transportName() +
+                          " link while this rank still waited on it (it exited or gave up)",
+                      static_cast<int>(i)};
+            return false;
+          }
+          if (!c->poisoned()) return true;
+          error_ = {Status::kRemoteError,
+                    "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
+                        c->transportName() + " link)",
+                    static_cast<int>(i)};
+          return false;
+        });
     if (failed()) return false;
   }
   return true;
@@ -140,8 +140,8 @@ RunResult TaskSet::timedOut(std::chrono::milliseconds timeout) const {
     const Stall& s = states_[i].stall;
     return {Status::kRemoteError,
             "rank " + std::to_string(tasks_[i].units[states_[i].unit].rank) + " timed out after " +
-                std::to_string(timeout.count()) + " ms waiting for rank " +
-                std::to_string(s.peer) + " (lane " + std::to_string(s.lane) +
+                std::to_string(timeout.count()) + " ms waiting for rank " + std::to_string(s.peer) +
+                " (lane " + std::to_string(s.lane) +
                 "): a peer did not call the matching operation, or is stuck",
             static_cast<int>(i)};
   }

@@ -52,8 +52,8 @@ struct Work {
   int rank = 0;
   std::vector<char*> buffers;  // indexed by plan buffer id (kInput, kOutput, kScratch, kExtra+i)
   DataType type = DataType::kFloat32;
-  RedOp op = RedOp::kSum;      // Sum, Prod, Max, Min or PreMulSum
-  Scalar scalar;               // PreMulSum factor applied to reads of kInput
+  RedOp op = RedOp::kSum;          // Sum, Prod, Max, Min or PreMulSum
+  Scalar scalar;                   // PreMulSum factor applied to reads of kInput
   std::vector<uint32_t> laneTags;  // tag each lane's messages carry (mismatch detection)
   uint32_t planTag = 0;            // the part of the tags naming a library plan
   ConnectionSource* conns = nullptr;

@@ -8,8 +8,10 @@ uint64_t sizeMultiplier(Collective coll, int nranks) {
   switch (coll) {
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAlltoAll: return static_cast<uint64_t>(nranks);
-    default: return 1;
+    case Collective::kAlltoAll:
+      return static_cast<uint64_t>(nranks);
+    default:
+      return 1;
   }
 }
 
@@ -23,14 +25,13 @@ Plan instantiate(const ChunkPlan& cp, uint64_t count, uint32_t elemSize,
                  const std::string& algorithm) {
   const uint64_t chunk = chunkElems(cp, count);
   if (chunk == 0)
-    throw Error(Status::kInvalidArgument,
-                "plan '" + cp.name + "': count " + std::to_string(count) +
-                    " does not split into " + std::to_string(cp.chunksPerLoop) + " equal chunks");
+    throw Error(Status::kInvalidArgument, "plan '" + cp.name + "': count " + std::to_string(count) +
+                                              " does not split into " +
+                                              std::to_string(cp.chunksPerLoop) + " equal chunks");
   if (static_cast<int>(cp.programs.size()) != cp.nranks)
-    throw Error(Status::kInvalidArgument, "plan '" + cp.name + "' has " +
-                                              std::to_string(cp.programs.size()) +
-                                              " programs for " + std::to_string(cp.nranks) +
-                                              " ranks");
+    throw Error(Status::kInvalidArgument,
+                "plan '" + cp.name + "' has " + std::to_string(cp.programs.size()) +
+                    " programs for " + std::to_string(cp.nranks) + " ranks");
   Plan plan;
   plan.algorithm = algorithm.empty() ? "msccl:" + cp.name : algorithm;
   plan.spec = Spec{cp.coll, cp.nranks, cp.root, count, elemSize};
@@ -42,10 +43,9 @@ Plan instantiate(const ChunkPlan& cp, uint64_t count, uint32_t elemSize,
     const BufferSizes sizes = bufferSizes(plan.spec, r);
     if (in.inputChunks * chunk > sizes.input || in.outputChunks * chunk > sizes.output)
       throw Error(Status::kInvalidArgument,
-                  "plan '" + cp.name + "' rank " + std::to_string(r) +
-                      ": buffers of " + std::to_string(in.inputChunks) + "/" +
-                      std::to_string(in.outputChunks) + " chunks exceed the " +
-                      collectiveName(cp.coll) + " buffers");
+                  "plan '" + cp.name + "' rank " + std::to_string(r) + ": buffers of " +
+                      std::to_string(in.inputChunks) + "/" + std::to_string(in.outputChunks) +
+                      " chunks exceed the " + collectiveName(cp.coll) + " buffers");
     Program& out = plan.programs[r];
     out.scratchElems = in.scratchChunks * chunk;
     out.lanes = in.lanes;

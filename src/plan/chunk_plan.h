@@ -22,15 +22,15 @@ struct ChunkProgram {
 };
 
 struct ChunkPlan {
-  std::string name;               // free text (MSCCL <algo name=...>)
+  std::string name;  // free text (MSCCL <algo name=...>)
   Collective coll = Collective::kAllReduce;
   int32_t nranks = 1;
   int32_t root = 0;
-  uint64_t chunksPerLoop = 1;     // MSCCL nchunksperloop
-  std::string proto = "Simple";   // MSCCL proto: Simple, LL, LL128 (kept for export)
-  bool inPlace = true;            // may be used for in-place calls
-  bool outOfPlace = true;         // may be used for out-of-place calls
-  uint64_t minBytes = 0;          // selection window [minBytes, maxBytes]; maxBytes 0 = no limit
+  uint64_t chunksPerLoop = 1;    // MSCCL nchunksperloop
+  std::string proto = "Simple";  // MSCCL proto: Simple, LL, LL128 (kept for export)
+  bool inPlace = true;           // may be used for in-place calls
+  bool outOfPlace = true;        // may be used for out-of-place calls
+  uint64_t minBytes = 0;         // selection window [minBytes, maxBytes]; maxBytes 0 = no limit
   uint64_t maxBytes = 0;
   std::vector<ChunkProgram> programs;  // one per rank
 };

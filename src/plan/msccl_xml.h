@@ -30,13 +30,13 @@ namespace weft::plan {
 
 // Bounds on what an importer accepts, so a hostile file cannot exhaust memory or time.
 struct MscclLimits {
-  size_t maxBytes = 32u << 20;         // file size
-  int maxRanks = 1024;                 // ngpus
-  int maxLanesPerRank = 4096;          // <tb> per <gpu>
-  int maxStepsPerLane = 1 << 16;       // <step> per <tb>
-  size_t maxElements = 4u << 20;       // elements of the whole document
-  uint64_t maxChunksPerLoop = 1 << 20; // nchunksperloop
-  int maxChannels = 1024;              // nchannels
+  size_t maxBytes = 32u << 20;          // file size
+  int maxRanks = 1024;                  // ngpus
+  int maxLanesPerRank = 4096;           // <tb> per <gpu>
+  int maxStepsPerLane = 1 << 16;        // <step> per <tb>
+  size_t maxElements = 4u << 20;        // elements of the whole document
+  uint64_t maxChunksPerLoop = 1 << 20;  // nchunksperloop
+  int maxChannels = 1024;               // nchannels
 };
 
 // Parses MSCCL XML; throws weft::Error(kInvalidArgument) "<source>:<line>: <element ...>: problem"

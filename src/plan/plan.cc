@@ -6,31 +6,50 @@ namespace weft::plan {
 
 const char* collectiveName(Collective c) {
   switch (c) {
-    case Collective::kAllReduce: return "allreduce";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllGather: return "allgather";
-    case Collective::kReduceScatter: return "reducescatter";
-    case Collective::kAlltoAll: return "alltoall";
-    case Collective::kGather: return "gather";
-    case Collective::kScatter: return "scatter";
-    case Collective::kSendRecv: return "sendrecv";
+    case Collective::kAllReduce:
+      return "allreduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllGather:
+      return "allgather";
+    case Collective::kReduceScatter:
+      return "reducescatter";
+    case Collective::kAlltoAll:
+      return "alltoall";
+    case Collective::kGather:
+      return "gather";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kSendRecv:
+      return "sendrecv";
   }
   return "?";
 }
 
 const char* opName(Op op) {
   switch (op) {
-    case Op::kNop: return "nop";
-    case Op::kSend: return "s";
-    case Op::kRecv: return "r";
-    case Op::kRecvReduce: return "rr";
-    case Op::kRecvCopySend: return "rcs";
-    case Op::kRecvReduceSend: return "rrs";
-    case Op::kRecvReduceCopy: return "rrc";
-    case Op::kRecvReduceCopySend: return "rrcs";
-    case Op::kCopy: return "cpy";
-    case Op::kReduce: return "re";
+    case Op::kNop:
+      return "nop";
+    case Op::kSend:
+      return "s";
+    case Op::kRecv:
+      return "r";
+    case Op::kRecvReduce:
+      return "rr";
+    case Op::kRecvCopySend:
+      return "rcs";
+    case Op::kRecvReduceSend:
+      return "rrs";
+    case Op::kRecvReduceCopy:
+      return "rrc";
+    case Op::kRecvReduceCopySend:
+      return "rrcs";
+    case Op::kCopy:
+      return "cpy";
+    case Op::kReduce:
+      return "re";
   }
   return "?";
 }
@@ -40,23 +59,34 @@ BufferSizes bufferSizes(const Spec& s, int rank) {
   switch (s.coll) {
     case Collective::kAllReduce:
     case Collective::kBroadcast:
-    case Collective::kReduce: return {c, c};
-    case Collective::kAllGather: return {c, c * n};
-    case Collective::kReduceScatter: return {c * n, c};
-    case Collective::kAlltoAll: return {c * n, c * n};
-    case Collective::kGather: return {c, rank == s.root ? c * n : 0};
-    case Collective::kScatter: return {rank == s.root ? c * n : 0, c};
-    case Collective::kSendRecv: return {0, 0};
+    case Collective::kReduce:
+      return {c, c};
+    case Collective::kAllGather:
+      return {c, c * n};
+    case Collective::kReduceScatter:
+      return {c * n, c};
+    case Collective::kAlltoAll:
+      return {c * n, c * n};
+    case Collective::kGather:
+      return {c, rank == s.root ? c * n : 0};
+    case Collective::kScatter:
+      return {rank == s.root ? c * n : 0, c};
+    case Collective::kSendRecv:
+      return {0, 0};
   }
   return {};
 }
 
 static const char* bufferName(uint16_t b) {
   switch (b) {
-    case kInput: return "i";
-    case kOutput: return "o";
-    case kScratch: return "s";
-    default: return "x";
+    case kInput:
+      return "i";
+    case kOutput:
+      return "o";
+    case kScratch:
+      return "s";
+    default:
+      return "x";
   }
 }
 

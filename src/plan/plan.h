@@ -77,12 +77,13 @@ struct Step {
   int32_t recvPeer = -1;
   Ref src;
   Ref dst;
-  uint64_t count = 0;             // elements
-  std::vector<StepRef> deps;      // steps (same rank) that must be complete before this one starts
+  uint64_t count = 0;         // elements
+  std::vector<StepRef> deps;  // steps (same rank) that must be complete before this one starts
 };
 
 struct Lane {
-  int32_t channel = 0;  // connection channel: lanes exchanging data with the same peer concurrently use different channels
+  int32_t channel = 0;  // connection channel: lanes exchanging data with the same peer concurrently
+                        // use different channels
   std::vector<Step> steps;
   // Relative share of link bandwidth this lane's transfers claim against other lanes' (1 =
   // equal). A scheduling hint: executors that interleave lanes may give a lane `share` slices or
@@ -128,9 +129,9 @@ struct BufferSizes {
 BufferSizes bufferSizes(const Spec& spec, int rank);
 
 struct Plan {
-  std::string algorithm;          // "ring", "tree", "rhd", "direct", "msccl:<name>", ...
+  std::string algorithm;  // "ring", "tree", "rhd", "direct", "msccl:<name>", ...
   Spec spec;
-  bool inPlaceSafe = true;        // may input and output alias as NCCL's in-place rules say
+  bool inPlaceSafe = true;  // may input and output alias as NCCL's in-place rules say
   // False for plans that only work in place (MSCCL inplace=1 outofplace=0): they treat Input as
   // the one user buffer and may write it, so they run only when input and output alias.
   bool outOfPlaceSafe = true;

@@ -4,7 +4,8 @@ namespace weft::plan {
 
 RankTraits rankTraits(const Spec& spec, int rank) {
   RankTraits t;
-  const bool rootOnlyInput = spec.coll == Collective::kBroadcast || spec.coll == Collective::kScatter;
+  const bool rootOnlyInput =
+      spec.coll == Collective::kBroadcast || spec.coll == Collective::kScatter;
   t.readsOwnInput = !rootOnlyInput || spec.root == rank;
   t.sentDataStaysPut = spec.coll == Collective::kBroadcast;
   t.reducesIntoWhatItSendsInPlace = spec.coll == Collective::kAllReduce;

@@ -38,11 +38,15 @@ uint64_t maxStepChunks(const plan::ChunkPlan& p) {
 std::string windowText(const plan::ChunkPlan& p) {
   std::ostringstream o;
   o << plan::collectiveName(p.coll) << ", " << p.nranks << " ranks, " << p.minBytes << "-";
-  if (p.maxBytes) o << p.maxBytes; else o << "any";
-  o << " bytes, " << (p.inPlace && p.outOfPlace ? "in and out of place"
-                      : runsOnOutput(p)         ? "in place, run on the output"
-                      : p.inPlace               ? "in place only"
-                                                : "out of place only");
+  if (p.maxBytes)
+    o << p.maxBytes;
+  else
+    o << "any";
+  o << " bytes, "
+    << (p.inPlace && p.outOfPlace ? "in and out of place"
+        : runsOnOutput(p)         ? "in place, run on the output"
+        : p.inPlace               ? "in place only"
+                                  : "out of place only");
   return o.str();
 }
 
@@ -293,8 +297,7 @@ const LibraryPlan* PlanLibrary::match(const LibraryQuery& q) const {
     if (!e.streams && !e.pieces && e.maxStepChunks * chunk * q.elemSize > q.slotBytes) continue;
     if (!best) {
       best = &e;
-    } else if (best->predictedUs > 0 &&
-               (e.predictedUs == 0 || e.predictedUs < best->predictedUs)) {
+    } else if (best->predictedUs > 0 && (e.predictedUs == 0 || e.predictedUs < best->predictedUs)) {
       best = &e;
     }
   }
@@ -315,8 +318,7 @@ std::string PlanLibrary::describe() const {
 std::string PlanLibrary::windows() const {
   std::ostringstream o;
   for (const LibraryPlan& e : plans_)
-    o << (o.tellp() > 0 ? "; " : "") << "'" << e.plan->name << "' (" << windowText(*e.plan)
-      << ")";
+    o << (o.tellp() > 0 ? "; " : "") << "'" << e.plan->name << "' (" << windowText(*e.plan) << ")";
   return plans_.empty() ? "none" : o.str();
 }
 

@@ -35,12 +35,12 @@ namespace weft::select {
 
 struct LibraryPlan {
   std::shared_ptr<const plan::ChunkPlan> plan;
-  std::string source;        // file path, or what added it ("synth:ring", ...)
-  double predictedUs = 0;    // 0: none; such plans (files) are used whenever they match
+  std::string source;          // file path, or what added it ("synth:ring", ...)
+  double predictedUs = 0;      // 0: none; such plans (files) are used whenever they match
   uint64_t maxStepChunks = 0;  // the largest `count` of any step, in chunks
   bool streams = false;        // runs whole with messages longer than the FIFO (see above)
   bool pieces = false;         // runs in pieces where its messages exceed a slot (see above)
-  int id = 0;                // unique in its library (plan cache keys)
+  int id = 0;                  // unique in its library (plan cache keys)
 };
 
 // One call, as the library sees it.
@@ -48,9 +48,9 @@ struct LibraryQuery {
   plan::Collective coll = plan::Collective::kAllReduce;
   int nranks = 1;
   int root = 0;
-  uint64_t count = 0;     // API count
+  uint64_t count = 0;  // API count
   uint32_t elemSize = 4;
-  bool inPlace = false;   // the call's buffers alias as NCCL's in-place rules say
+  bool inPlace = false;  // the call's buffers alias as NCCL's in-place rules say
   // The reduction scales reads of the input (PreMulSum, float Avg): in-place-only plans, which
   // write the input buffer and read it again, cannot run it.
   bool scalesInput = false;

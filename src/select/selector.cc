@@ -240,10 +240,9 @@ static std::string noLibraryPlan(const LibraryQuery& q, const std::string& filte
                                  const PlanLibrary* files, const PlanLibrary* synth) {
   std::ostringstream o;
   o << "NCCL_ALGO=" << filter << " leaves no built-in algorithm for "
-    << plan::collectiveName(q.coll) << ", and no plan matches this call: "
-    << q.nranks << " ranks, "
-    << plan::sizeMultiplier(q.coll, q.nranks) * q.count * q.elemSize << " bytes ("
-    << q.count << " x " << q.elemSize << "), " << (q.inPlace ? "in place" : "out of place")
+    << plan::collectiveName(q.coll) << ", and no plan matches this call: " << q.nranks << " ranks, "
+    << plan::sizeMultiplier(q.coll, q.nranks) * q.count * q.elemSize << " bytes (" << q.count
+    << " x " << q.elemSize << "), " << (q.inPlace ? "in place" : "out of place")
     << "; windows loaded: " << (files ? files->windows() : "none");
   if (synth && !synth->empty()) o << "; synthesized: " << synth->windows();
   return o.str();
@@ -303,8 +302,8 @@ Choice Selector::choose(const plan::Spec& spec, const CallTraits& call) const {
   if (synth_ && !synth_->empty() && filter_.allows(spec.coll, kSynthAlgorithm)) {
     if (const LibraryPlan* hit = synth_->match(q)) return libraryChoice(kSynthAlgorithm, *hit);
   }
-  if (forced && (filter_.allows(spec.coll, kLibraryAlgorithm) ||
-                 filter_.allows(spec.coll, kSynthAlgorithm)))
+  if (forced &&
+      (filter_.allows(spec.coll, kLibraryAlgorithm) || filter_.allows(spec.coll, kSynthAlgorithm)))
     fail(Status::kInvalidUsage, noLibraryPlan(q, filter_.text(), library_.get(), synth_.get()));
   return best;
 }

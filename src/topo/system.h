@@ -78,8 +78,9 @@ SystemTopology assembleSystem(const std::vector<std::string>& blobs,
                               std::shared_ptr<const Topology> mine = nullptr,
                               const std::string& myXml = "");
 
-// At communicator init: logs the topology at INFO on rank 0, and writes it as NCCL XML to NCCL_TOPO_DUMP_FILE from
-// NCCL_TOPO_DUMP_FILE_RANK (as `tuning` gives them; by default, the environment now).
+// At communicator init: logs the topology at INFO on rank 0, and writes it as NCCL XML to
+// NCCL_TOPO_DUMP_FILE from NCCL_TOPO_DUMP_FILE_RANK (as `tuning` gives them; by default, the
+// environment now).
 void reportAtInit(const SystemTopology& system, int rank,
                   const Tuning& tuning = Tuning::fromEnvironment());
 

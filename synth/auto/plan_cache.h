@@ -17,9 +17,9 @@ std::string selectionKey(const Fabric& fabric, const SelectionOptions& options);
 
 struct CachedSelection {
   std::vector<SelectedPlan> plans;
-  bool fromCache = false;    // read from disk, not synthesized
-  std::string dir;           // <root>/<key>
-  double seconds = 0;        // time synthesizing (0 when read)
+  bool fromCache = false;          // read from disk, not synthesized
+  std::string dir;                 // <root>/<key>
+  double seconds = 0;              // time synthesizing (0 when read)
   std::vector<std::string> notes;  // skipped methods, a rejected cache entry, a failed write
 };
 

@@ -13,9 +13,8 @@ std::optional<Fabric> fabricForRanks(const topo::SystemTopology& system, std::st
     bool onGpus = true;
     for (int r = 0; r < n && onGpus; ++r) {
       auto it = std::find(gpus.begin(), gpus.end(), system.rankNode(r));
-      if (it == gpus.end() ||
-          std::find(options.gpus.begin(), options.gpus.end(), it - gpus.begin()) !=
-              options.gpus.end())
+      if (it == gpus.end() || std::find(options.gpus.begin(), options.gpus.end(),
+                                        it - gpus.begin()) != options.gpus.end())
         onGpus = false;
       else
         options.gpus.push_back(static_cast<int>(it - gpus.begin()));
@@ -32,8 +31,8 @@ std::optional<Fabric> fabricForRanks(const topo::SystemTopology& system, std::st
   } else {
     const int hosts = t.hostCount();
     if (hosts < 1 || n % hosts != 0) {
-      *why = std::to_string(n) + " host ranks do not split evenly over " +
-             std::to_string(hosts) + " hosts";
+      *why = std::to_string(n) + " host ranks do not split evenly over " + std::to_string(hosts) +
+             " hosts";
       return std::nullopt;
     }
     for (int r = 0; r < n; ++r)

@@ -17,9 +17,12 @@ using plan::Collective;
 
 const char* methodName(Method m) {
   switch (m) {
-    case Method::kRing: return "ring";
-    case Method::kTree: return "tree";
-    case Method::kPack: return "pack";
+    case Method::kRing:
+      return "ring";
+    case Method::kTree:
+      return "tree";
+    case Method::kPack:
+      return "pack";
   }
   return "?";
 }
@@ -108,16 +111,16 @@ std::vector<SelectedPlan> selectPlans(const Fabric& fabric, const SelectionOptio
         candidates.push_back({m, synthesize(m, coll, fabric)});
       } catch (const std::exception& e) {
         if (skipped)
-          skipped->push_back(std::string(methodName(m)) + " " + plan::collectiveName(coll) +
-                             ": " + e.what());
+          skipped->push_back(std::string(methodName(m)) + " " + plan::collectiveName(coll) + ": " +
+                             e.what());
       }
     }
     // winner[i]: the candidate that wins sizes[i], or -1.
     std::vector<int> winner(sizes.size(), -1);
     std::vector<double> winnerUs(sizes.size(), 0), ringUs(sizes.size(), 0);
     for (size_t i = 0; i < sizes.size(); ++i) {
-      ringUs[i] = simulate(builtinPlan("ring", coll, fabric.nranks, sizes[i]), fabric,
-                           options.sim).timeUs;
+      ringUs[i] =
+          simulate(builtinPlan("ring", coll, fabric.nranks, sizes[i]), fabric, options.sim).timeUs;
       double best = ringUs[i] * (1 - options.minGain);
       for (size_t c = 0; c < candidates.size(); ++c) {
         double us;

@@ -27,26 +27,25 @@ bool parseMethod(const std::string& name, Method* m);
 // only; ring and pack: allgather, reducescatter, allreduce, broadcast, reduce).
 // `chooseBytes` > 0 lets pack choose among its job layouts and allreduce shapes by simulating
 // them at that size (PackPlanOptions::chooseBytes: seconds on 16 ranks at 1 GiB); 0 is cheap.
-plan::ChunkPlan synthesize(Method method, plan::Collective coll, const Fabric& fabric,
-                           int root = 0, uint64_t chooseBytes = 0);
+plan::ChunkPlan synthesize(Method method, plan::Collective coll, const Fabric& fabric, int root = 0,
+                           uint64_t chooseBytes = 0);
 
 // The built-in algorithm `name` ("ring", "tree") in rank order for `bytes` (nccl-tests' terms),
 // as the communicator would build it; throws when the algorithm does not support `coll`.
-plan::Plan builtinPlan(const std::string& name, plan::Collective coll, int nranks,
-                       uint64_t bytes, int root = 0);
+plan::Plan builtinPlan(const std::string& name, plan::Collective coll, int nranks, uint64_t bytes,
+                       int root = 0);
 
 // A synthesized plan a communicator should use, with the byte window where it won.
 struct SelectedPlan {
-  std::string method;       // "ring", "pack", ...
-  plan::ChunkPlan plan;     // plan.minBytes / maxBytes set to the window (maxBytes 0: no limit)
-  double predictedUs = 0;   // simulated time at the smallest size of its window
-  double ringUs = 0;        // the built-in ring there
+  std::string method;      // "ring", "pack", ...
+  plan::ChunkPlan plan;    // plan.minBytes / maxBytes set to the window (maxBytes 0: no limit)
+  double predictedUs = 0;  // simulated time at the smallest size of its window
+  double ringUs = 0;       // the built-in ring there
 };
 
 struct SelectionOptions {
-  std::vector<plan::Collective> colls = {plan::Collective::kAllGather,
-                                         plan::Collective::kReduceScatter,
-                                         plan::Collective::kAllReduce};
+  std::vector<plan::Collective> colls = {
+      plan::Collective::kAllGather, plan::Collective::kReduceScatter, plan::Collective::kAllReduce};
   std::vector<Method> methods = {Method::kPack, Method::kRing};
   // Sizes the candidates are simulated at (bytes, increasing). A plan wins a size when it is
   // at least `minGain` faster than the built-in ring there and the fastest candidate.

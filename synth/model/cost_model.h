@@ -42,8 +42,8 @@ class FairShare {
 
  private:
   std::vector<double> capacity_;
-  std::vector<double> left_;  // per link: capacity not yet given out
-  std::vector<int> unfixed_;  // per link: flows crossing it whose rate is not fixed
+  std::vector<double> left_;    // per link: capacity not yet given out
+  std::vector<int> unfixed_;    // per link: flows crossing it whose rate is not fixed
   std::vector<double> weight_;  // per link: summed weight of those flows
   struct HeapEntry {
     double ratio;

@@ -133,9 +133,9 @@ Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options)
       for (int i = 0; i < static_cast<int>(gpus.size()); ++i) chosen.push_back(i);
     for (int g : chosen) {
       if (g < 0 || g >= static_cast<int>(gpus.size()))
-        throw Error(Status::kInvalidArgument,
-                    "fabric: GPU " + std::to_string(g) + " does not exist (topology has " +
-                        std::to_string(gpus.size()) + ")");
+        throw Error(Status::kInvalidArgument, "fabric: GPU " + std::to_string(g) +
+                                                  " does not exist (topology has " +
+                                                  std::to_string(gpus.size()) + ")");
       const int node = gpus[g];
       if (fabricOf.count(node))
         throw Error(Status::kInvalidArgument, "fabric: GPU " + std::to_string(g) + " given twice");
@@ -148,9 +148,9 @@ Fabric fabricFromTopology(const topo::Topology& t, const FabricOptions& options)
     // Host ranks: made-up nodes hanging off each host's first CPU.
     for (int h = 0; h < t.hostCount(); ++h)
       for (int r = 0; r < options.hostRanksPerHost; ++r) {
-        f.nodes.push_back({(t.hostCount() > 1 ? "h" + std::to_string(h) + "/" : "") + "rank" +
-                               std::to_string(r),
-                           topo::NodeKind::kCpu, h, -1});
+        f.nodes.push_back(
+            {(t.hostCount() > 1 ? "h" + std::to_string(h) + "/" : "") + "rank" + std::to_string(r),
+             topo::NodeKind::kCpu, h, -1});
         f.hostOf.push_back(h);
         rankTopo.push_back(-1);
       }

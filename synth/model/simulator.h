@@ -47,17 +47,17 @@ struct CriticalStep {
 };
 
 struct LinkUsage {
-  double bytes = 0;   // bytes that crossed the link
-  double busyUs = 0;  // time with at least one transfer on it
+  double bytes = 0;                // bytes that crossed the link
+  double busyUs = 0;               // time with at least one transfer on it
   double firstUs = 0, lastUs = 0;  // when it was first and last busy (idle at the ends)
 };
 
 struct SimResult {
-  double timeUs = 0;                 // when the last step finished
-  std::vector<double> rankFinishUs;  // per rank
+  double timeUs = 0;                              // when the last step finished
+  std::vector<double> rankFinishUs;               // per rank
   std::vector<std::vector<double>> laneFinishUs;  // per rank and lane: when its last step ended
-  std::vector<LinkUsage> links;      // per fabric link
-  StepId lastStep;                   // the step that finished last
+  std::vector<LinkUsage> links;                   // per fabric link
+  StepId lastStep;                                // the step that finished last
   std::vector<CriticalStep> criticalPath;
   uint64_t events = 0;  // slice transfers and step completions simulated
   // Multi-line report: time, busiest links, the critical path's tail.

@@ -27,8 +27,8 @@ std::vector<int> solve(int n, int root, const std::vector<Edge>& edges) {
   }
   for (int v = 0; v < n; ++v)
     if (v != root && in[v] < 0)
-      throw Error(Status::kInvalidArgument, "arborescence: node " + std::to_string(v) +
-                                                " cannot be reached from the root");
+      throw Error(Status::kInvalidArgument,
+                  "arborescence: node " + std::to_string(v) + " cannot be reached from the root");
   // Cycles among the chosen edges.
   std::vector<int> comp(n, -1), mark(n, -1);
   int comps = 0;
@@ -161,8 +161,8 @@ std::vector<int> twoLevelTree(const std::vector<std::vector<double>>& cost, int 
   evaluate(&parent);
   for (int v = 0; v < n; ++v)
     if (v != root && !std::isfinite(cost[parent[v]][v]))
-      throw Error(Status::kInvalidArgument, "two-level tree: node " + std::to_string(v) +
-                                                " cannot be reached in two hops");
+      throw Error(Status::kInvalidArgument,
+                  "two-level tree: node " + std::to_string(v) + " cannot be reached in two hops");
   return parent;
 }
 

@@ -13,8 +13,8 @@ constexpr double kEps = 1e-10;
 PackingLp::PackingLp(std::vector<double> b) : m_(static_cast<int>(b.size())), rhs_(std::move(b)) {
   for (int i = 0; i < m_; ++i) {
     if (!(rhs_[i] >= 0))
-      throw Error(Status::kInvalidArgument, "packing LP: row " + std::to_string(i) +
-                                                " has a negative right-hand side");
+      throw Error(Status::kInvalidArgument,
+                  "packing LP: row " + std::to_string(i) + " has a negative right-hand side");
     std::vector<double> e(m_, 0.0);
     e[i] = 1;
     cols_.push_back(std::move(e));

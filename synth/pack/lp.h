@@ -21,8 +21,8 @@ class PackingLp {
   // of the most negative reduced cost (Bland's rule only after 50 degenerate pivots in a row).
   double solve(int maxPivots = 100000, bool steepest = false);
 
-  double value(int column) const;        // the variable's value at the current basis
-  std::vector<double> duals() const;     // one per row, >= 0 at an optimum
+  double value(int column) const;     // the variable's value at the current basis
+  std::vector<double> duals() const;  // one per row, >= 0 at an optimum
   int rows() const { return m_; }
 
  private:

@@ -18,9 +18,12 @@ using plan::Collective;
 TreeFlow flowOf(Collective c) {
   switch (c) {
     case Collective::kReduce:
-    case Collective::kReduceScatter: return TreeFlow::kUp;
-    case Collective::kAllReduce: return TreeFlow::kBoth;
-    default: return TreeFlow::kDown;
+    case Collective::kReduceScatter:
+      return TreeFlow::kUp;
+    case Collective::kAllReduce:
+      return TreeFlow::kBoth;
+    default:
+      return TreeFlow::kDown;
   }
 }
 
@@ -74,8 +77,10 @@ std::vector<uint64_t> improveShares(const Fabric& f, const PackResult& pack, Tre
     double w = 0;
     int at = 0;
     for (double x : ld) {
-      if (x > w + 1e-12) w = x, at = 1;
-      else if (x > w - 1e-12) ++at;
+      if (x > w + 1e-12)
+        w = x, at = 1;
+      else if (x > w - 1e-12)
+        ++at;
     }
     return std::make_pair(w, at);
   };
@@ -153,8 +158,8 @@ uint64_t evenJobs(const Fabric& f, const PackResult& pack, TreeFlow flow, const 
 
 // Links a tree loads per unit of rate (sparse: link, uses).
 std::vector<std::vector<std::pair<int, double>>> treeLinkUses(const Fabric& f,
-                                                             const PackResult& pack,
-                                                             TreeFlow flow) {
+                                                              const PackResult& pack,
+                                                              TreeFlow flow) {
   std::vector<std::vector<std::pair<int, double>>> uses(pack.trees.size());
   for (size_t t = 0; t < pack.trees.size(); ++t) {
     PackedTree one = pack.trees[t];
@@ -547,9 +552,9 @@ JobSet jobSet(Collective coll, const Fabric& f, int root, const PackPlanOptions&
       while (steady < 8 * o.treeSteadyPieces && tryJobs(js.pack, chosen, js.rate, 2 * steady))
         steady *= 2;
     if (o.balanceRounds > 0)
-      js.jobs = balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady,
-                            o.chooseBytes, o.balanceRounds, std::move(bestSim),
-                            std::move(bestLanes), &bestUs);
+      js.jobs =
+          balanceJobs(coll, f, root, js.pack, perTree, js.chunksPerRoot, bestSteady, o.chooseBytes,
+                      o.balanceRounds, std::move(bestSim), std::move(bestLanes), &bestUs);
     if (o.oldLayouts) {
       double rate = 0;
       const std::vector<FineJobs> candidates = {weightJobs(f, js.pack, flow, o, &rate),
@@ -606,8 +611,8 @@ std::vector<TreeJob> roundJobs(const std::vector<TreeJob>& jobs, int n, uint64_t
     for (uint64_t size : rounds) {
       done += size;
       for (size_t i = 0; i < mine.size(); ++i) {
-        const uint64_t upto = static_cast<uint64_t>(
-            static_cast<unsigned __int128>(mine[i]->count) * done / C);
+        const uint64_t upto =
+            static_cast<uint64_t>(static_cast<unsigned __int128>(mine[i]->count) * done / C);
         if (upto > before[i]) made[i].ranges.push_back({at, upto - before[i]});
         at += upto - before[i];
         before[i] = upto;
@@ -646,8 +651,8 @@ PackedPlan rsAgAllReduce(const Fabric& f, const PackPlanOptions& o, double* lpRa
     rs.jobs = roundJobs(rs.jobs, f.nranks, common, o.treeSteadyPieces);
     ag.jobs = roundJobs(ag.jobs, f.nranks, common, o.treeSteadyPieces);
   }
-  out.plan = forestPlanAllReduce(f.nranks, common * f.nranks, rs.jobs, ag.jobs,
-                                 "pack-allreduce-rsag");
+  out.plan =
+      forestPlanAllReduce(f.nranks, common * f.nranks, rs.jobs, ag.jobs, "pack-allreduce-rsag");
   return out;
 }
 
@@ -720,7 +725,8 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
   out.chunksPerRoot = js.chunksPerRoot;
   out.roundedRate = js.rate;
   const uint64_t C = perRoot(coll) ? js.chunksPerRoot * n : js.chunksPerRoot;
-  out.plan = forestPlan(coll, n, root, C, js.jobs, std::string("pack-") + plan::collectiveName(coll));
+  out.plan =
+      forestPlan(coll, n, root, C, js.jobs, std::string("pack-") + plan::collectiveName(coll));
   return out;
 }
 

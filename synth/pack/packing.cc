@@ -181,9 +181,8 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   double maxHop = 0;
   for (const auto& row : hop)
     for (double h : row) maxHop = std::max(maxHop, h);
-  const double eps = o.depthTrade > 0 && maxHop > 0
-                         ? o.depthTrade / (R * (f.nranks - 1) * maxHop)
-                         : 0.0;
+  const double eps =
+      o.depthTrade > 0 && maxHop > 0 ? o.depthTrade / (R * (f.nranks - 1) * maxHop) : 0.0;
   // Adds a tree unless it is there already; returns its position in `cols` and whether it is new.
   auto addTree = [&](int ri, std::vector<int> parent) -> std::pair<size_t, bool> {
     auto it = seen.find({ri, parent});
@@ -218,8 +217,8 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
         for (int k = 1; k < n; ++k) {
           const int v = ring.order[(p0 + k) % n];
           // Down: the chain root, next, ...; up: data runs along the ring into the root.
-          parent[v] = flow == TreeFlow::kUp ? ring.order[(p0 + k + 1) % n]
-                                            : ring.order[(p0 + k - 1) % n];
+          parent[v] =
+              flow == TreeFlow::kUp ? ring.order[(p0 + k + 1) % n] : ring.order[(p0 + k - 1) % n];
         }
         ringColumns.push_back(addTree(ri, std::move(parent)).first);
       }
@@ -274,8 +273,7 @@ PackResult packTrees(const Fabric& f, const std::vector<int>& roots, TreeFlow fl
   for (size_t c = 0; c < cols.size(); ++c) weight[c] = lp.value(cols[c].lpIndex);
   if (!ringColumns.empty()) {
     std::vector<double> unit(cols.size(), 0.0), load(L, 0.0);
-    for (size_t k = 0; k < ringColumns.size(); ++k)
-      unit[ringColumns[k]] += ringBw[k / R];
+    for (size_t k = 0; k < ringColumns.size(); ++k) unit[ringColumns[k]] += ringBw[k / R];
     for (size_t c = 0; c < cols.size(); ++c) {
       if (unit[c] == 0) continue;
       const auto uses = treeUses(f, cols[c].parent, flow);
@@ -313,7 +311,8 @@ std::string describePack(const Fabric& f, const PackResult& pack) {
   for (const PackedTree& t : pack.trees) {
     out << "root " << t.root << ": " << t.weight << " GB/s";
     for (int v = 0; v < static_cast<int>(t.parent.size()); ++v)
-      if (t.parent[v] >= 0) out << " " << f.nodes.at(t.parent[v]).name << "->" << f.nodes.at(v).name;
+      if (t.parent[v] >= 0)
+        out << " " << f.nodes.at(t.parent[v]).name << "->" << f.nodes.at(v).name;
     out << "\n";
   }
   return out.str();

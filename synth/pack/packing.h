@@ -29,9 +29,9 @@ struct PackedTree {
 };
 
 struct PackOptions {
-  int maxColumns = 2000;     // trees the column generation may add (its budget)
-  double tolerance = 1e-7;   // relative optimality gap at which to stop
-  bool seedWithRings = true; // start from chains along searchRings() rings too
+  int maxColumns = 2000;      // trees the column generation may add (its budget)
+  double tolerance = 1e-7;    // relative optimality gap at which to stop
+  bool seedWithRings = true;  // start from chains along searchRings() rings too
   // Shallow trees among (near-)optimal packings: a tree's column costs its drain (the summed
   // route latencies plus `hopUs` per hop from its root to its farthest rank) times a factor
   // that lets the rate drop by at most `depthTrade` (relative) for shallower trees; pricing

@@ -12,8 +12,7 @@ std::vector<uint64_t> apportion(const std::vector<double>& weights, uint64_t tot
 
 // How well integer `shares` serve `weights`: (sum shares / sum weights) / max_i(shares_i /
 // weights_i), i.e. the fraction of the ideal rate kept when share i runs at rate weights_i.
-double apportionEfficiency(const std::vector<double>& weights,
-                           const std::vector<uint64_t>& shares);
+double apportionEfficiency(const std::vector<double>& weights, const std::vector<uint64_t>& shares);
 
 // The smallest total in [1, maxTotal] whose apportionment keeps at least `target` efficiency,
 // else the total with the best efficiency.

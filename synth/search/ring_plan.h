@@ -12,8 +12,8 @@
 namespace weft::synth {
 
 struct RingPlanOptions {
-  int root = 0;              // broadcast / reduce
-  uint64_t maxUnits = 16;    // most shares the data is split into across rings
+  int root = 0;                 // broadcast / reduce
+  uint64_t maxUnits = 16;       // most shares the data is split into across rings
   double minEfficiency = 0.99;  // smallest share count whose rounding keeps this much bandwidth
 };
 

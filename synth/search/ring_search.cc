@@ -251,8 +251,7 @@ std::vector<Ring> uniformRings(const Fabric& f, const RingSearchOptions& o, doub
   for (int r = 0; r < f.nranks; ++r) cutCap([&](int v) { return v == r; });
   for (int r = 0; r < f.nranks; ++r)
     if (f.hostOf[r] != f.hostOf[0]) {
-      for (int h : {f.hostOf[0], f.hostOf[r]})
-        cutCap([&](int v) { return f.nodes[v].host == h; });
+      for (int h : {f.hostOf[0], f.hostOf[r]}) cutCap([&](int v) { return f.nodes[v].host == h; });
       break;
     }
   std::vector<Ring> best;
@@ -298,8 +297,7 @@ int ringCrossings(const Fabric& f, const std::vector<int>& order, topo::LinkKind
   int crossings = 0;
   for (int i = 0; i < n && n > 1; ++i) {
     bool crosses = false;
-    for (int l : f.routes.at(order[i]).at(order[(i + 1) % n]))
-      crosses |= f.links[l].kind == kind;
+    for (int l : f.routes.at(order[i]).at(order[(i + 1) % n])) crosses |= f.links[l].kind == kind;
     crossings += crosses;
   }
   return crossings;
@@ -324,8 +322,9 @@ std::string describeRings(const Fabric& f, const std::vector<Ring>& rings) {
 std::vector<Ring> searchRings(const Fabric& f, const RingSearchOptions& o) {
   checkFabric(f);
   if (o.maxRings < 1 || o.maxIterations < 1 || o.minRings < 1 || o.minFraction < 0)
-    throw Error(Status::kInvalidArgument, "ring search: maxRings, minRings and maxIterations "
-                                          "must be positive and minFraction non-negative");
+    throw Error(Status::kInvalidArgument,
+                "ring search: maxRings, minRings and maxIterations "
+                "must be positive and minFraction non-negative");
   std::vector<Ring> rings;
   if (f.nranks == 1) {
     rings.push_back({{0}, kInf});

@@ -18,8 +18,8 @@ struct Ring {
 };
 
 struct RingSearchOptions {
-  int maxRings = 8;                 // channels to find at most
-  int64_t maxIterations = 200000;   // DFS nodes per ring (the search-time budget)
+  int maxRings = 8;                // channels to find at most
+  int64_t maxIterations = 200000;  // DFS nodes per ring (the search-time budget)
   // Stop when a further ring would get less than this fraction of the first ring's bandwidth.
   double minFraction = 0.05;
   // Channels to return at least: rings are duplicated, splitting their bandwidth (NCCL's

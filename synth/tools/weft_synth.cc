@@ -71,10 +71,14 @@ uint64_t parseBytes(const std::string& text) {
   }
   uint64_t mult = 1;
   const std::string suffix = text.substr(pos);
-  if (suffix == "K" || suffix == "k") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "m") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "g") mult = 1ull << 30;
-  else if (!suffix.empty()) usageError("size '" + text + "' has an unknown suffix");
+  if (suffix == "K" || suffix == "k")
+    mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1ull << 30;
+  else if (!suffix.empty())
+    usageError("size '" + text + "' has an unknown suffix");
   if (v == 0) usageError("size '" + text + "' must be positive");
   return v * mult;
 }
@@ -204,20 +208,34 @@ Args parseArgs(int argc, char** argv, bool* help) {
       if (i + 1 >= argc) usageError(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "-h" || flag == "--help") *help = true;
-    else if (flag == "--topo") a.topo = value();
-    else if (flag == "--coll") a.coll = parseColl(value());
-    else if (flag == "--sizes") a.sizes = parseSizes(value());
-    else if (flag == "--method") a.method = value();
-    else if (flag == "--gpus") a.gpus = value();
-    else if (flag == "--ranks") a.ranks = parseInt(value(), "--ranks");
-    else if (flag == "--root") a.root = parseInt(value(), "--root");
-    else if (flag == "--rates") a.rates = value();
-    else if (flag == "--out") a.out = value();
-    else if (flag == "--dot") a.dot = value();
-    else if (flag == "--timeout") a.timeout = std::atof(value().c_str());
-    else if (flag == "--choose") a.choose = parseBytes(value());
-    else usageError("unknown argument '" + flag + "'");
+    if (flag == "-h" || flag == "--help")
+      *help = true;
+    else if (flag == "--topo")
+      a.topo = value();
+    else if (flag == "--coll")
+      a.coll = parseColl(value());
+    else if (flag == "--sizes")
+      a.sizes = parseSizes(value());
+    else if (flag == "--method")
+      a.method = value();
+    else if (flag == "--gpus")
+      a.gpus = value();
+    else if (flag == "--ranks")
+      a.ranks = parseInt(value(), "--ranks");
+    else if (flag == "--root")
+      a.root = parseInt(value(), "--root");
+    else if (flag == "--rates")
+      a.rates = value();
+    else if (flag == "--out")
+      a.out = value();
+    else if (flag == "--dot")
+      a.dot = value();
+    else if (flag == "--timeout")
+      a.timeout = std::atof(value().c_str());
+    else if (flag == "--choose")
+      a.choose = parseBytes(value());
+    else
+      usageError("unknown argument '" + flag + "'");
   }
   if (*help) return a;
   if (a.topo.empty()) usageError("--topo FILE is required");
@@ -301,8 +319,8 @@ int run(int argc, char** argv) {
     const double seconds = secondsSince(t0);
     const double us = synth::simulate(cp, chooseAt, fabric).timeUs;
     if (methods.size() > 1)
-      std::cout << "# method " << m << ": " << us << " us at " << human(chooseAt)
-                << ", synthesis " << seconds << " s\n";
+      std::cout << "# method " << m << ": " << us << " us at " << human(chooseAt) << ", synthesis "
+                << seconds << " s\n";
     if (us < chosenUs) {
       chosen = std::move(cp);
       chosenMethod = m;
@@ -310,10 +328,9 @@ int run(int argc, char** argv) {
       chosenUs = us;
     }
   }
-  if (chosenMethod.empty())
-    throw Error(Status::kInvalidArgument, "no method synthesized a plan");
-  std::cout << "# plan " << chosen.name << " (method " << chosenMethod << "): "
-            << chosen.chunksPerLoop << " chunks per loop; synthesis " << chosenSeconds
+  if (chosenMethod.empty()) throw Error(Status::kInvalidArgument, "no method synthesized a plan");
+  std::cout << "# plan " << chosen.name << " (method " << chosenMethod
+            << "): " << chosen.chunksPerLoop << " chunks per loop; synthesis " << chosenSeconds
             << " s, with the choice " << secondsSince(tAll) << " s\n";
   const synth::Bound machineBound = synth::lowerBound(coll, machine, chooseAt, args.root);
   std::cout << "# bound: " << synth::lowerBound(coll, fabric, chooseAt, args.root).describe()
@@ -340,20 +357,20 @@ int run(int argc, char** argv) {
   }
   const bool treeBaseline = weft::algo::supports("tree", coll);
   const double busFactor = synth::busBwFactor(coll, n);
-  std::printf("#%12s %12s %9s %9s %12s %7s %12s %7s %12s\n", "size(B)", "synth(us)",
-              "algbw", "busbw", "bound(us)", "ratio", "ring(us)", "x ring", "tree(us)");
+  std::printf("#%12s %12s %9s %9s %12s %7s %12s %7s %12s\n", "size(B)", "synth(us)", "algbw",
+              "busbw", "bound(us)", "ratio", "ring(us)", "x ring", "tree(us)");
   for (uint64_t bytes : args.sizes) {
     const double us = synth::simulate(chosen, bytes, fabric).timeUs;
     const synth::Bound bound = synth::lowerBound(coll, fabric, bytes, args.root);
     const double ringUs = ring ? synth::simulate(*ring, bytes, fabric).timeUs : us;
     const double algbw = static_cast<double>(bytes) / us / 1e3;
     std::printf(" %12llu %12.2f %9.2f %9.2f %12.2f %7.4f %12.2f %7.3f",
-                static_cast<unsigned long long>(bytes), us, algbw, algbw * busFactor,
-                bound.timeUs, bound.timeUs / us, ringUs, ringUs / us);
+                static_cast<unsigned long long>(bytes), us, algbw, algbw * busFactor, bound.timeUs,
+                bound.timeUs / us, ringUs, ringUs / us);
     if (treeBaseline)
-      std::printf(" %12.2f\n",
-                  synth::simulate(synth::builtinPlan("tree", coll, n, bytes, args.root), fabric)
-                      .timeUs);
+      std::printf(
+          " %12.2f\n",
+          synth::simulate(synth::builtinPlan("tree", coll, n, bytes, args.root), fabric).timeUs);
     else
       std::printf(" %12s\n", "-");
   }

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "tests/conformance/memfd_region.h"
+#include "tests/conformance/pair_harness.h"
 #include "transports/base/capabilities.h"
 #include "transports/shm/fifo.h"
-#include "tests/conformance/pair_harness.h"
 
 namespace weft::test {
 namespace {
@@ -47,7 +47,7 @@ TEST_P(Landing, MessagesLandInOrderAfterThoseSentBeforeTheOffer) {
   auto c = pair.connect(0);
   transport::Connection& tx = *c.first;
   transport::Connection& rx = *c.second;
-  const uint32_t first = 4096;             // through a slot, before the offer
+  const uint32_t first = 4096;  // through a slot, before the offer
   const std::vector<uint32_t> landed = {64u << 10, (64u << 10) + 40, 100003};
   uint64_t total = first;
   for (uint32_t b : landed) total += b;
@@ -184,7 +184,8 @@ TEST(LandingFifo, ANewConnectionIgnoresOffersAlreadyMade) {
   EXPECT_EQ(sender->peerMemory()->landingFor(4096, kTag), dst.data());
   sender.reset();
   auto again = open(ab.get(), ba.get());
-  EXPECT_EQ(again->peerMemory()->landingFor(4096, kTag), nullptr) << "an offer from before must not be taken";
+  EXPECT_EQ(again->peerMemory()->landingFor(4096, kTag), nullptr)
+      << "an offer from before must not be taken";
   ASSERT_TRUE(receiver->peerMemory()->offerLanding(dst.data() + 4096, 8192, kTag));
   EXPECT_EQ(again->peerMemory()->landingFor(4096, kTag), dst.data() + 4096);
 }

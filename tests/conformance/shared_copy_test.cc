@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "src/common/tuning.h"
-#include "transports/base/capabilities.h"
 #include "tests/conformance/memfd_region.h"
 #include "tests/conformance/pair_harness.h"
+#include "transports/base/capabilities.h"
 
 namespace weft::test {
 namespace {
@@ -91,8 +91,8 @@ class SharedCopy : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SharedCopy, EveryByteArrivesWhoeverCopiedIt) {
   // 1 MiB messages (16 pieces), one with a ragged last piece, one just over two pieces.
-  const std::vector<uint32_t> sizes = {1u << 20, (1u << 20) + 4097, 1u << 20, (128u << 10) + 1,
-                                       3u << 20, 1u << 20};
+  const std::vector<uint32_t> sizes = {1u << 20,         (1u << 20) + 4097, 1u << 20,
+                                       (128u << 10) + 1, 3u << 20,          1u << 20};
   uint64_t total = 0;
   for (uint32_t s : sizes) total += s;
   MemfdRegion src(total + 4096), dst(total + 4096);

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "src/common/error.h"
-#include "tests/conformance/pair_harness.h"
 #include "src/common/tuning.h"
+#include "tests/conformance/pair_harness.h"
 #include "transports/registry.h"
 #include "transports/tcp/published.h"
 
@@ -17,8 +17,8 @@ namespace {
 class TransportChoice : public ::testing::Test {
  protected:
   void TearDown() override {
-    for (const char* v : {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "WEFT_LOCAL_DISABLE", "NCCL_NET",
-                          "WEFT_HOST_ID"})
+    for (const char* v :
+         {"NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "WEFT_LOCAL_DISABLE", "NCCL_NET", "WEFT_HOST_ID"})
       unsetenv(v);
   }
   // Two ranks of this process; `otherHost` gives the second a different host identity.

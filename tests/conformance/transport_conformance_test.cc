@@ -47,14 +47,17 @@ std::string describeLink(transport::Connection& c) {
 }
 
 // Byte i of message m: a pattern no two neighbouring messages share.
-uint8_t patternByte(uint64_t m, uint64_t i) { return static_cast<uint8_t>(m * 131 + i * 7 + (i >> 8)); }
+uint8_t patternByte(uint64_t m, uint64_t i) {
+  return static_cast<uint8_t>(m * 131 + i * 7 + (i >> 8));
+}
 
 // Messages are written where sendSlotFor(bytes) says, as the executor does (memory FIFOs carry
 // small payloads inside the slot descriptor).
 // Sends `sizes[m]`-byte messages tagged m from rank 0 to 1 and checks each arrives in order,
 // whole, with its tag, and (when `check`) with its bytes.
-void stream(transport::Connection& tx, transport::Connection& rx, const std::vector<uint32_t>& sizes,
-            bool check = true, std::chrono::seconds limit = std::chrono::seconds(60)) {
+void stream(transport::Connection& tx, transport::Connection& rx,
+            const std::vector<uint32_t>& sizes, bool check = true,
+            std::chrono::seconds limit = std::chrono::seconds(60)) {
   size_t sent = 0, got = 0;
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (got < sizes.size()) {
@@ -86,7 +89,8 @@ void stream(transport::Connection& tx, transport::Connection& rx, const std::vec
       std::string why;
       ASSERT_EQ(tx.health(&why), Status::kSuccess) << why;
       ASSERT_EQ(rx.health(&why), Status::kSuccess) << why;
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "stalled after " << got << " messages";
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "stalled after " << got << " messages";
       std::this_thread::yield();
     }
   }
@@ -112,7 +116,8 @@ TEST_P(Conformance, UnalignedSizes) {
   auto c = pair_->connect(0);
   const uint32_t s = static_cast<uint32_t>(pair_->slotBytes());
   stream(*c.first, *c.second,
-         {1, 2, 3, 7, 13, 63, 65, 127, 129, 4095, 4097, 65535, 65537, 65599, s - 1, s, s - 63, 99991 % s});
+         {1, 2, 3, 7, 13, 63, 65, 127, 129, 4095, 4097, 65535, 65537, 65599, s - 1, s, s - 63,
+          99991 % s});
 }
 
 TEST_P(Conformance, FullFifoThenDrain) {
@@ -197,7 +202,8 @@ TEST_P(Conformance, OneGiBStream) {
   auto c = pair_->connect(0);
   const uint64_t total = 1ull << 30, slot = pair_->slotBytes();
   uint64_t sentBytes = 0, gotBytes = 0, seq = 0, rseq = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(getenv("STALL_SECS") ? atoi(getenv("STALL_SECS")) : 240);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(getenv("STALL_SECS") ? atoi(getenv("STALL_SECS")) : 240);
   while (gotBytes < total) {
     bool moved = false;
     if (sentBytes < total) {
@@ -233,7 +239,9 @@ TEST_P(Conformance, OneGiBStream) {
 TEST_P(Conformance, ManyConnectionsInFlight) {
   // 16 channels, every one with a full FIFO at once, drained in an order unrelated to posting.
   const int kChannels = 16;
-  std::vector<std::pair<std::unique_ptr<transport::Connection>, std::unique_ptr<transport::Connection>>> cs;
+  std::vector<
+      std::pair<std::unique_ptr<transport::Connection>, std::unique_ptr<transport::Connection>>>
+      cs;
   for (int ch = 0; ch < kChannels; ++ch) cs.push_back(pair_->connect(ch));
   const int kPerChannel = 40;
   std::vector<int> sent(kChannels, 0), got(kChannels, 0);
@@ -285,7 +293,8 @@ TEST_P(Conformance, PoisonReachesThePeer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Conformance, ::testing::Values("local", "shm", "tcp", "tcp-striped"),
+INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
+                         ::testing::Values("local", "shm", "tcp", "tcp-striped"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

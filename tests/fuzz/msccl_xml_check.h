@@ -49,8 +49,7 @@ inline bool checkMscclXml(std::string_view input) {
   try {
     back = plan::importMsccl(x, "exported");
   } catch (const Error& e) {
-    mscclPropertyFailed(std::string("exported XML does not import: ") + e.what() + "\n" + x,
-                        input);
+    mscclPropertyFailed(std::string("exported XML does not import: ") + e.what() + "\n" + x, input);
   }
   std::string d = plan::chunkPlanDifference(p, back);
   if (!d.empty()) mscclPropertyFailed("round trip changed the plan: " + d + "\n" + x, input);

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "nccl.h"
-#include "weft/weft.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/grid.h"
 #include "tests/support/values.h"
+#include "weft/weft.h"
 
 using namespace weft::test;
 
@@ -26,11 +26,12 @@ namespace {
 // Forks the processes; the environment they inherit is set by the test before the call.
 std::vector<int> runProcesses(int procs, int perProc, const RankBody& body,
                               const char* algo = nullptr, int timeoutSec = 240) {
-  return forkRanks(procs, perProc, body,
-                   [algo](int) {
-                     if (algo) setenv("NCCL_ALGO", algo, 1);
-                   },
-                   timeoutSec);
+  return forkRanks(
+      procs, perProc, body,
+      [algo](int) {
+        if (algo) setenv("NCCL_ALGO", algo, 1);
+      },
+      timeoutSec);
 }
 
 int grid(const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
@@ -51,9 +52,8 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(3, 1, "ring"), std::make_tuple(3, 1, "rhd"),
                       std::make_tuple(4, 1, "ring"), std::make_tuple(4, 1, "tree"),
                       std::make_tuple(4, 1, "rhd"), std::make_tuple(4, 1, "rsag"),
-                      std::make_tuple(5, 1, "ring"),
-                      std::make_tuple(8, 1, "ring"), std::make_tuple(2, 2, "ring"),
-                      std::make_tuple(3, 2, "tree")),
+                      std::make_tuple(5, 1, "ring"), std::make_tuple(8, 1, "ring"),
+                      std::make_tuple(2, 2, "ring"), std::make_tuple(3, 2, "tree")),
     [](const auto& info) {
       return "p" + std::to_string(std::get<0>(info.param)) + "x" +
              std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
@@ -101,8 +101,8 @@ int lateRootBroadcastLands(ncclComm_t comm, int rank, int n) {
   for (size_t i = 0; i < count; ++i) buf[i] = rank == n - 1 ? float(i % 1000) : -1.0f;
   const uint64_t before = weftLandedSlices();
   if (rank == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  int code = ncclBroadcast(buf, buf, count, ncclFloat32, n - 1, comm, nullptr) == ncclSuccess
-                 ? 0 : 5;
+  int code =
+      ncclBroadcast(buf, buf, count, ncclFloat32, n - 1, comm, nullptr) == ncclSuccess ? 0 : 5;
   for (size_t i = 0; code == 0 && i < count; ++i)
     if (buf[i] != float(i % 1000)) code = 6;
   if (code == 0 && rank == n - 1 && weftLandedSlices() == before) {
@@ -120,13 +120,15 @@ TEST(ProcessesMapped, FanBroadcastGrid) {
   setenv("WEFT_SLOT_BYTES", "4096", 1);
   setenv("WEFT_LANDING_BYTES", "1", 1);
   setenv("WEFT_RDV_BYTES", "64", 1);
-  auto codes = runProcesses(4, 1, [](const std::vector<ncclComm_t>& comms,
-                                     const std::vector<int>& ranks, int n) -> int {
-    if (int bad = grid(comms, ranks, n)) return bad;
-    // A receiver a moment late is sent its slices by reference instead, so landing in the grid
-    // depends on timing; a root that starts well after its receivers must land slices.
-    return lateRootBroadcastLands(comms[0], ranks[0], n);
-  }, "fan");
+  auto codes = runProcesses(
+      4, 1,
+      [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) -> int {
+        if (int bad = grid(comms, ranks, n)) return bad;
+        // A receiver a moment late is sent its slices by reference instead, so landing in the grid
+        // depends on timing; a root that starts well after its receivers must land slices.
+        return lateRootBroadcastLands(comms[0], ranks[0], n);
+      },
+      "fan");
   unsetenv("WEFT_RDV_BYTES");
   unsetenv("WEFT_LANDING_BYTES");
   unsetenv("WEFT_SLOT_BYTES");
@@ -199,19 +201,23 @@ TEST(ProcessesSharingCores, GridWhileWaitersKeepTheirCore) {
 TEST(ProcessFailure, DeadPeerIsAnErrorNotAHang) {
   setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
   auto start = std::chrono::steady_clock::now();
-  auto codes = runProcesses(3, 1, [](const std::vector<ncclComm_t>& comms,
-                                     const std::vector<int>& ranks, int n) -> int {
-    if (ranks[0] == 2) _exit(0);  // leaves without a word
-    std::vector<float> a(1 << 16, 1.0f), b(1 << 16);
-    ncclResult_t r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
-    if (r != ncclRemoteError) {
-      fprintf(stderr, "rank %d got %s instead of a remote error\n", ranks[0], ncclGetErrorString(r));
-      return 1;
-    }
-    ncclResult_t async;
-    ncclCommGetAsyncError(comms[0], &async);
-    return async == ncclRemoteError ? 0 : 2;
-  }, nullptr, 60);
+  auto codes = runProcesses(
+      3, 1,
+      [](const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) -> int {
+        if (ranks[0] == 2) _exit(0);  // leaves without a word
+        std::vector<float> a(1 << 16, 1.0f), b(1 << 16);
+        ncclResult_t r =
+            ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+        if (r != ncclRemoteError) {
+          fprintf(stderr, "rank %d got %s instead of a remote error\n", ranks[0],
+                  ncclGetErrorString(r));
+          return 1;
+        }
+        ncclResult_t async;
+        ncclCommGetAsyncError(comms[0], &async);
+        return async == ncclRemoteError ? 0 : 2;
+      },
+      nullptr, 60);
   unsetenv("WEFT_TIMEOUT_MS");
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);

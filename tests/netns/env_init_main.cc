@@ -15,7 +15,8 @@ int main() {
   ncclCommUserRank(comm, &rank);
   ncclCommCount(comm, &n);
   std::vector<double> v(1 << 20, rank + 1.0);
-  if (ncclAllReduce(v.data(), v.data(), v.size(), ncclDouble, ncclSum, comm, nullptr) != ncclSuccess)
+  if (ncclAllReduce(v.data(), v.data(), v.size(), ncclDouble, ncclSum, comm, nullptr) !=
+      ncclSuccess)
     return 2;
   for (double x : v)
     if (x != n * (n + 1) / 2.0) return 3;

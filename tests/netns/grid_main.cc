@@ -68,10 +68,8 @@ int main() {
     return 4;
   }
   const char* host = std::getenv("WEFT_HOST_ID");
-  int code = weft::test::correctnessGrid(comms, ranks, n,
-                                         std::string(host ? host : "") + " ");
+  int code = weft::test::correctnessGrid(comms, ranks, n, std::string(host ? host : "") + " ");
   for (auto c : comms) ncclCommDestroy(c);
-  if (code == 0 && index == 0)
-    std::printf("grid passed: %d ranks in %d processes\n", n, procs);
+  if (code == 0 && index == 0) std::printf("grid passed: %d ranks in %d processes\n", n, procs);
   return code;
 }

@@ -10,8 +10,8 @@
 namespace weft::test {
 
 const char* collName(Coll c) {
-  static const char* k[] = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-                            "alltoall", "gather", "scatter", "sendrecv"};
+  static const char* k[] = {"allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
+                            "alltoall",  "gather",    "scatter", "sendrecv"};
   return k[static_cast<int>(c)];
 }
 bool isReduction(Coll c) {
@@ -67,12 +67,30 @@ struct RankBuffers {
 void sizesFor(const CheckCase& c, int n, int r, size_t* in, size_t* out) {
   const size_t k = c.count;
   switch (c.coll) {
-    case Coll::kAllGather: *in = k; *out = k * n; break;
-    case Coll::kReduceScatter: *in = k * n; *out = k; break;
-    case Coll::kAlltoAll: *in = k * n; *out = k * n; break;
-    case Coll::kGather: *in = k; *out = r == c.root ? k * n : 0; break;
-    case Coll::kScatter: *in = r == c.root ? k * n : 0; *out = k; break;
-    default: *in = k; *out = k; break;
+    case Coll::kAllGather:
+      *in = k;
+      *out = k * n;
+      break;
+    case Coll::kReduceScatter:
+      *in = k * n;
+      *out = k;
+      break;
+    case Coll::kAlltoAll:
+      *in = k * n;
+      *out = k * n;
+      break;
+    case Coll::kGather:
+      *in = k;
+      *out = r == c.root ? k * n : 0;
+      break;
+    case Coll::kScatter:
+      *in = r == c.root ? k * n : 0;
+      *out = k;
+      break;
+    default:
+      *in = k;
+      *out = k;
+      break;
   }
 }
 
@@ -152,13 +170,17 @@ ncclResult_t issue(const CheckCase& c, ncclComm_t comm, int r, int n, RankBuffer
     case Coll::kReduce:
       return ncclReduce(b.sendPtr, b.recvPtr, k, t, static_cast<ncclRedOp_t>(op), c.root, comm,
                         nullptr);
-    case Coll::kAllGather: return ncclAllGather(b.sendPtr, b.recvPtr, k, t, comm, nullptr);
+    case Coll::kAllGather:
+      return ncclAllGather(b.sendPtr, b.recvPtr, k, t, comm, nullptr);
     case Coll::kReduceScatter:
       return ncclReduceScatter(b.sendPtr, b.recvPtr, k, t, static_cast<ncclRedOp_t>(op), comm,
                                nullptr);
-    case Coll::kAlltoAll: return ncclAlltoAll(b.sendPtr, b.recvPtr, k, t, comm, nullptr);
-    case Coll::kGather: return ncclGather(b.sendPtr, b.recvPtr, k, t, c.root, comm, nullptr);
-    case Coll::kScatter: return ncclScatter(b.sendPtr, b.recvPtr, k, t, c.root, comm, nullptr);
+    case Coll::kAlltoAll:
+      return ncclAlltoAll(b.sendPtr, b.recvPtr, k, t, comm, nullptr);
+    case Coll::kGather:
+      return ncclGather(b.sendPtr, b.recvPtr, k, t, c.root, comm, nullptr);
+    case Coll::kScatter:
+      return ncclScatter(b.sendPtr, b.recvPtr, k, t, c.root, comm, nullptr);
     case Coll::kSendRecv: {
       ncclResult_t res = ncclGroupStart();
       if (res == ncclSuccess) res = ncclSend(b.sendPtr, k, t, (r + 1) % n, comm, nullptr);
@@ -185,8 +207,8 @@ CheckResult runCheckRanks(const std::vector<ncclComm_t>& comms, const std::vecto
       std::vector<char> scalar(8);
       store(c.type, scalar.data(), 0, 2.0);
       ncclRedOp_t op;
-      ncclResult_t res = ncclRedOpCreatePreMulSum(&op, scalar.data(), c.type,
-                                                  ncclScalarHostImmediate, comms[j]);
+      ncclResult_t res =
+          ncclRedOpCreatePreMulSum(&op, scalar.data(), c.type, ncclScalarHostImmediate, comms[j]);
       if (res != ncclSuccess) return {res, 0, "ncclRedOpCreatePreMulSum failed"};
       ops[j] = op;
     }
@@ -206,15 +228,16 @@ CheckResult runCheckRanks(const std::vector<ncclComm_t>& comms, const std::vecto
       if (r == ncclSuccess) r = end;
   }
   for (size_t j = 0; j < myRanks.size(); ++j) {
-    if (c.op < 0 && isReduction(c.coll)) ncclRedOpDestroy(static_cast<ncclRedOp_t>(ops[j]), comms[j]);
+    if (c.op < 0 && isReduction(c.coll))
+      ncclRedOpDestroy(static_cast<ncclRedOp_t>(ops[j]), comms[j]);
     if (res[j] != ncclSuccess) {
       result.status = res[j];
       result.message = "rank " + std::to_string(myRanks[j]) + ": " + ncclGetErrorString(res[j]) +
                        " / " + ncclGetLastError(comms[j]);
       return result;
     }
-    uint64_t wrong = countWrong(c.type, c.op < 0 ? ncclSum : c.op, bufs[j].resultPtr,
-                                bufs[j].want, n);
+    uint64_t wrong =
+        countWrong(c.type, c.op < 0 ? ncclSum : c.op, bufs[j].resultPtr, bufs[j].want, n);
     if (wrong && result.wrong == 0) {
       result.message = "rank " + std::to_string(myRanks[j]) + " has " + std::to_string(wrong) +
                        " wrong elements";
@@ -237,8 +260,10 @@ ncclResult_t initAllWithAlgo(std::vector<ncclComm_t>& comms, const char* algo) {
   const std::string saved = before ? before : "";
   setenv("NCCL_ALGO", algo, 1);
   const ncclResult_t r = ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), nullptr);
-  if (before) setenv("NCCL_ALGO", saved.c_str(), 1);
-  else unsetenv("NCCL_ALGO");
+  if (before)
+    setenv("NCCL_ALGO", saved.c_str(), 1);
+  else
+    unsetenv("NCCL_ALGO");
   return r;
 }
 

@@ -8,7 +8,17 @@
 
 namespace weft::test {
 
-enum class Coll { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll, kGather, kScatter, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv
+};
 const char* collName(Coll c);
 bool isReduction(Coll c);
 bool supportsInPlace(Coll c);
@@ -16,11 +26,11 @@ bool supportsInPlace(Coll c);
 struct CheckCase {
   Coll coll = Coll::kAllReduce;
   ncclDataType_t type = ncclFloat32;
-  int op = ncclSum;          // ncclRedOp_t; -1 asks for a PreMulSum op with scalar 2
+  int op = ncclSum;  // ncclRedOp_t; -1 asks for a PreMulSum op with scalar 2
   size_t count = 0;
   int root = 0;
   bool inPlace = false;
-  bool threads = false;      // one thread per rank instead of a group from this thread
+  bool threads = false;  // one thread per rank instead of a group from this thread
 };
 
 struct CheckResult {

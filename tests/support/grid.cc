@@ -23,9 +23,9 @@ int correctnessGrid(const std::vector<ncclComm_t>& comms, const std::vector<int>
     }
     return true;
   };
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast,
-                    Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter,
-                    Coll::kSendRecv})
+  for (Coll coll :
+       {Coll::kAllReduce, Coll::kReduceScatter, Coll::kReduce, Coll::kBroadcast, Coll::kAllGather,
+        Coll::kAlltoAll, Coll::kGather, Coll::kScatter, Coll::kSendRecv})
     for (ncclDataType_t t : {ncclFloat32, ncclInt64, ncclFloat16, ncclFloat8e4m3})
       for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(40009)})
         for (bool inPlace : {false, true}) {

@@ -22,7 +22,8 @@ std::vector<ncclResult_t> repeatThenLast(size_t elems, int times, Repeat repeat,
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       std::vector<float> a(elems, 1.0f), b(elems);
-      for (int i = 0; i < times; ++i) ASSERT_EQ(repeat(r, a.data(), b.data(), comms[r]), ncclSuccess);
+      for (int i = 0; i < times; ++i)
+        ASSERT_EQ(repeat(r, a.data(), b.data(), comms[r]), ncclSuccess);
       results[r] = last(r, a.data(), b.data(), comms[r]);
     });
   for (auto& t : threads) t.join();

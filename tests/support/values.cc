@@ -37,10 +37,18 @@ double expectedReduce(ncclDataType_t t, int op, int n, uint64_t i, double premul
   for (int r = 1; r < n; ++r) {
     double v = inputValue(t, op, r, i);
     switch (op) {
-      case ncclProd: acc *= v; break;
-      case ncclMax: acc = std::max(acc, v); break;
-      case ncclMin: acc = std::min(acc, v); break;
-      default: acc += v; break;
+      case ncclProd:
+        acc *= v;
+        break;
+      case ncclMax:
+        acc = std::max(acc, v);
+        break;
+      case ncclMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
     }
   }
   if (op == ncclAvg) return isFloat(t) ? acc / n : std::trunc(acc / n);
@@ -50,37 +58,75 @@ double expectedReduce(ncclDataType_t t, int op, int n, uint64_t i, double premul
 
 void store(ncclDataType_t t, void* buf, uint64_t i, double v) {
   switch (t) {
-    case ncclInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
-    case ncclUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
-    case ncclInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
-    case ncclUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
-    case ncclInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
-    case ncclUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
-    case ncclFloat16: static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(v)); break;
-    case ncclFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
-    case ncclFloat64: static_cast<double*>(buf)[i] = v; break;
-    case ncclBfloat16: static_cast<uint16_t*>(buf)[i] = floatToBf16(static_cast<float>(v)); break;
-    case ncclFloat8e4m3: static_cast<uint8_t*>(buf)[i] = floatToFp8e4m3(static_cast<float>(v)); break;
-    case ncclFloat8e5m2: static_cast<uint8_t*>(buf)[i] = floatToFp8e5m2(static_cast<float>(v)); break;
-    default: break;
+    case ncclInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case ncclUint8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case ncclInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case ncclUint32:
+      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v);
+      break;
+    case ncclInt64:
+      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
+      break;
+    case ncclUint64:
+      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v);
+      break;
+    case ncclFloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToHalf(static_cast<float>(v));
+      break;
+    case ncclFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case ncclFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    case ncclBfloat16:
+      static_cast<uint16_t*>(buf)[i] = floatToBf16(static_cast<float>(v));
+      break;
+    case ncclFloat8e4m3:
+      static_cast<uint8_t*>(buf)[i] = floatToFp8e4m3(static_cast<float>(v));
+      break;
+    case ncclFloat8e5m2:
+      static_cast<uint8_t*>(buf)[i] = floatToFp8e5m2(static_cast<float>(v));
+      break;
+    default:
+      break;
   }
 }
 
 double load(ncclDataType_t t, const void* buf, uint64_t i) {
   switch (t) {
-    case ncclInt8: return static_cast<const int8_t*>(buf)[i];
-    case ncclUint8: return static_cast<const uint8_t*>(buf)[i];
-    case ncclInt32: return static_cast<const int32_t*>(buf)[i];
-    case ncclUint32: return static_cast<const uint32_t*>(buf)[i];
-    case ncclInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case ncclUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
-    case ncclFloat16: return halfToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case ncclFloat32: return static_cast<const float*>(buf)[i];
-    case ncclFloat64: return static_cast<const double*>(buf)[i];
-    case ncclBfloat16: return bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case ncclFloat8e4m3: return fp8e4m3ToFloat(static_cast<const uint8_t*>(buf)[i]);
-    case ncclFloat8e5m2: return fp8e5m2ToFloat(static_cast<const uint8_t*>(buf)[i]);
-    default: return 0;
+    case ncclInt8:
+      return static_cast<const int8_t*>(buf)[i];
+    case ncclUint8:
+      return static_cast<const uint8_t*>(buf)[i];
+    case ncclInt32:
+      return static_cast<const int32_t*>(buf)[i];
+    case ncclUint32:
+      return static_cast<const uint32_t*>(buf)[i];
+    case ncclInt64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case ncclUint64:
+      return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case ncclFloat16:
+      return halfToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case ncclFloat32:
+      return static_cast<const float*>(buf)[i];
+    case ncclFloat64:
+      return static_cast<const double*>(buf)[i];
+    case ncclBfloat16:
+      return bf16ToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case ncclFloat8e4m3:
+      return fp8e4m3ToFloat(static_cast<const uint8_t*>(buf)[i]);
+    case ncclFloat8e5m2:
+      return fp8e5m2ToFloat(static_cast<const uint8_t*>(buf)[i]);
+    default:
+      return 0;
   }
 }
 
@@ -95,10 +141,16 @@ uint64_t countWrong(ncclDataType_t t, int op, const void* got, const std::vector
   if (op == ncclAvg && isFloat(t)) {
     switch (t) {
       case ncclFloat8e4m3:
-      case ncclFloat8e5m2: tol = 0.26; break;
+      case ncclFloat8e5m2:
+        tol = 0.26;
+        break;
       case ncclFloat16:
-      case ncclBfloat16: tol = 0.02; break;
-      default: tol = 1e-5; break;
+      case ncclBfloat16:
+        tol = 0.02;
+        break;
+      default:
+        tol = 1e-5;
+        break;
     }
   }
   uint64_t wrong = 0;

@@ -9,9 +9,9 @@
 
 namespace weft::test {
 
-inline const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,      ncclUint32,
-                                           ncclInt64,   ncclUint64,  ncclFloat16,    ncclFloat32,
-                                           ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+inline const ncclDataType_t kAllTypes[] = {
+    ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
+    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 inline const ncclRedOp_t kAllOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 
 size_t typeSize(ncclDataType_t t);

@@ -114,14 +114,17 @@ TEST(InitFromEnv, MissingOrBadVariablesAreErrors) {
 TEST(InitFromEnv, WrongJobSecretIsKeptOut) {
   const std::string port = std::to_string(freePort());
   // Rank 1 has another secret: the root drops it, and everyone gives up after the timeout.
-  auto codes = launch(2, [&](int r) {
-    setenv("RANK", std::to_string(r).c_str(), 1);
-    setenv("WORLD_SIZE", "2", 1);
-    setenv("MASTER_ADDR", "127.0.0.1", 1);
-    setenv("MASTER_PORT", port.c_str(), 1);
-    setenv("WEFT_JOB_SECRET", r == 0 ? "right" : "wrong", 1);
-    setenv("WEFT_BOOTSTRAP_TIMEOUT_MS", "3000", 1);
-  }, /*expectInit=*/false);
+  auto codes = launch(
+      2,
+      [&](int r) {
+        setenv("RANK", std::to_string(r).c_str(), 1);
+        setenv("WORLD_SIZE", "2", 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", port.c_str(), 1);
+        setenv("WEFT_JOB_SECRET", r == 0 ? "right" : "wrong", 1);
+        setenv("WEFT_BOOTSTRAP_TIMEOUT_MS", "3000", 1);
+      },
+      /*expectInit=*/false);
   for (int c : codes) EXPECT_EQ(c, 0);
 }
 

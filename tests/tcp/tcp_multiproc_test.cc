@@ -3,8 +3,8 @@
 // inside a host, tcp between hosts, hierarchical algorithms), IPv6, a 1 GiB message, and a peer
 // that dies.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,18 +29,19 @@ class TcpProcesses : public ::testing::TestWithParam<std::tuple<int, int, const 
 
 TEST_P(TcpProcesses, Grid) {
   auto [procs, perProc, algo] = GetParam();
-  auto codes = forkRanks(procs, perProc, [](auto& comms, auto& ranks, int n) {
-    return correctnessGrid(comms, ranks, n, "tcp ");
-  }, [algo = algo](int p) {
-    tcpOnly();
-    setenv("NCCL_ALGO", algo, 1);
-    // 1 to 3 sockets per connection, differing between processes: the connecting (lower) rank's
-    // count rules, and large messages are striped.
-    setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(p % 3 + 1).c_str(), 1);
-    setenv("WEFT_TCP_MIN_PART", "8192", 1);
-    // And one or two progress threads, a connection's sockets spread over them.
-    setenv("NCCL_SOCKET_NTHREADS", std::to_string(p / 3 % 2 + 1).c_str(), 1);
-  });
+  auto codes = forkRanks(
+      procs, perProc,
+      [](auto& comms, auto& ranks, int n) { return correctnessGrid(comms, ranks, n, "tcp "); },
+      [algo = algo](int p) {
+        tcpOnly();
+        setenv("NCCL_ALGO", algo, 1);
+        // 1 to 3 sockets per connection, differing between processes: the connecting (lower) rank's
+        // count rules, and large messages are striped.
+        setenv("NCCL_NSOCKS_PERTHREAD", std::to_string(p % 3 + 1).c_str(), 1);
+        setenv("WEFT_TCP_MIN_PART", "8192", 1);
+        // And one or two progress threads, a connection's sockets spread over them.
+        setenv("NCCL_SOCKET_NTHREADS", std::to_string(p / 3 % 2 + 1).c_str(), 1);
+      });
   for (int p = 0; p < procs; ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
@@ -68,13 +69,14 @@ class SimulatedHosts : public ::testing::TestWithParam<HostLayout> {};
 
 TEST_P(SimulatedHosts, Grid) {
   HostLayout l = GetParam();
-  auto codes = forkRanks(l.hosts * l.procsPerHost, l.perProc, [](auto& comms, auto& ranks, int n) {
-    return correctnessGrid(comms, ranks, n, "hosts ");
-  }, [l](int p) {
-    int host = l.interleaved ? p % l.hosts : p / l.procsPerHost;
-    setenv("WEFT_HOST_ID", ("host" + std::to_string(host)).c_str(), 1);
-    if (l.algo) setenv("NCCL_ALGO", l.algo, 1);
-  });
+  auto codes = forkRanks(
+      l.hosts * l.procsPerHost, l.perProc,
+      [](auto& comms, auto& ranks, int n) { return correctnessGrid(comms, ranks, n, "hosts "); },
+      [l](int p) {
+        int host = l.interleaved ? p % l.hosts : p / l.procsPerHost;
+        setenv("WEFT_HOST_ID", ("host" + std::to_string(host)).c_str(), 1);
+        if (l.algo) setenv("NCCL_ALGO", l.algo, 1);
+      });
   for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
@@ -115,38 +117,46 @@ bool haveIpv6Loopback() {
 }
 
 TEST(TcpTransport, Ipv6Loopback) {
-  if (!haveIpv6Loopback()) GTEST_SKIP() << "no usable ::1 here (no IPv6 socket binds and connects there)";
-  auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int n) {
-    for (size_t count : {size_t(1), size_t(100003)}) {
-      std::vector<float> a(count, float(ranks[0] + 1)), b(count);
-      if (ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comms[0], nullptr) !=
-          ncclSuccess)
-        return 1;
-      for (float x : b)
-        if (x != float(n * (n + 1) / 2)) return 2;
-    }
-    return 0;
-  }, [](int) {
-    tcpOnly();
-    setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-    setenv("NCCL_SOCKET_FAMILY", "AF_INET6", 1);
-  });
+  if (!haveIpv6Loopback())
+    GTEST_SKIP() << "no usable ::1 here (no IPv6 socket binds and connects there)";
+  auto codes = forkRanks(
+      3, 1,
+      [](auto& comms, auto& ranks, int n) {
+        for (size_t count : {size_t(1), size_t(100003)}) {
+          std::vector<float> a(count, float(ranks[0] + 1)), b(count);
+          if (ncclAllReduce(a.data(), b.data(), count, ncclFloat, ncclSum, comms[0], nullptr) !=
+              ncclSuccess)
+            return 1;
+          for (float x : b)
+            if (x != float(n * (n + 1) / 2)) return 2;
+        }
+        return 0;
+      },
+      [](int) {
+        tcpOnly();
+        setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+        setenv("NCCL_SOCKET_FAMILY", "AF_INET6", 1);
+      });
   for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
 TEST(TcpTransport, OneGiBSendRecv) {
   const size_t bytes = size_t(1) << 30;
-  auto codes = forkRanks(2, 1, [bytes](auto& comms, auto& ranks, int) {
-    std::vector<uint64_t> buf(bytes / 8);
-    if (ranks[0] == 0) {
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
-      return ncclSend(buf.data(), bytes, ncclUint8, 1, comms[0], nullptr) == ncclSuccess ? 0 : 1;
-    }
-    if (ncclRecv(buf.data(), bytes, ncclUint8, 0, comms[0], nullptr) != ncclSuccess) return 1;
-    for (size_t i = 0; i < buf.size(); ++i)
-      if (buf[i] != i * 0x9e3779b97f4a7c15ull) return 3;
-    return 0;
-  }, [](int) { tcpOnly(); }, 300);
+  auto codes = forkRanks(
+      2, 1,
+      [bytes](auto& comms, auto& ranks, int) {
+        std::vector<uint64_t> buf(bytes / 8);
+        if (ranks[0] == 0) {
+          for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
+          return ncclSend(buf.data(), bytes, ncclUint8, 1, comms[0], nullptr) == ncclSuccess ? 0
+                                                                                             : 1;
+        }
+        if (ncclRecv(buf.data(), bytes, ncclUint8, 0, comms[0], nullptr) != ncclSuccess) return 1;
+        for (size_t i = 0; i < buf.size(); ++i)
+          if (buf[i] != i * 0x9e3779b97f4a7c15ull) return 3;
+        return 0;
+      },
+      [](int) { tcpOnly(); }, 300);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
 }
@@ -158,22 +168,29 @@ class DeadPeer : public testing::TestWithParam<const char*> {};
 TEST_P(DeadPeer, IsAnErrorNotAHang) {
   const std::string algo = GetParam();
   auto start = std::chrono::steady_clock::now();
-  auto codes = forkRanks(3, 1, [](auto& comms, auto& ranks, int) -> int {
-    if (ranks[0] == 2) _exit(0);  // leaves without a word
-    std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
-    ncclResult_t r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
-    if (r != ncclRemoteError) {
-      fprintf(stderr, "rank %d got %s instead of a remote error\n", ranks[0], ncclGetErrorString(r));
-      return 1;
-    }
-    ncclResult_t async;
-    ncclCommGetAsyncError(comms[0], &async);
-    return async == ncclRemoteError ? 0 : 2;
-  }, [algo](int) {
-    tcpOnly();
-    setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows: death must be seen
-    if (algo != "default") setenv("NCCL_ALGO", algo.c_str(), 1);
-  }, 60);
+  auto codes = forkRanks(
+      3, 1,
+      [](auto& comms, auto& ranks, int) -> int {
+        if (ranks[0] == 2) _exit(0);  // leaves without a word
+        std::vector<float> a(1 << 18, 1.0f), b(1 << 18);
+        ncclResult_t r =
+            ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+        if (r != ncclRemoteError) {
+          fprintf(stderr, "rank %d got %s instead of a remote error\n", ranks[0],
+                  ncclGetErrorString(r));
+          return 1;
+        }
+        ncclResult_t async;
+        ncclCommGetAsyncError(comms[0], &async);
+        return async == ncclRemoteError ? 0 : 2;
+      },
+      [algo](int) {
+        tcpOnly();
+        setenv("WEFT_TIMEOUT_MS", "120000",
+               1);  // far longer than the test allows: death must be seen
+        if (algo != "default") setenv("NCCL_ALGO", algo.c_str(), 1);
+      },
+      60);
   EXPECT_EQ(codes[0], 0);
   EXPECT_EQ(codes[1], 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
@@ -185,24 +202,29 @@ INSTANTIATE_TEST_SUITE_P(TcpTransport, DeadPeer,
 TEST(TcpTransport, DeathInTheMiddleOfAStream) {
   // Rank 1 is killed while a large allreduce is in flight; rank 0 must fail, not hang.
   auto start = std::chrono::steady_clock::now();
-  auto codes = forkRanks(2, 1, [](auto& comms, auto& ranks, int) -> int {
-    std::vector<float> a(64 << 20, 1.0f), b(64 << 20);
-    if (ranks[0] == 1) {
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
-        _exit(0);
-      }).detach();
-    }
-    for (int i = 0; i < 100; ++i) {
-      ncclResult_t r = ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
-      if (r == ncclRemoteError) return 0;
-      if (r != ncclSuccess) return 3;
-    }
-    return ranks[0] == 0 ? 1 : 0;
-  }, [](int) {
-    tcpOnly();
-    setenv("WEFT_TIMEOUT_MS", "120000", 1);
-  }, 90);
+  auto codes = forkRanks(
+      2, 1,
+      [](auto& comms, auto& ranks, int) -> int {
+        std::vector<float> a(64 << 20, 1.0f), b(64 << 20);
+        if (ranks[0] == 1) {
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            _exit(0);
+          }).detach();
+        }
+        for (int i = 0; i < 100; ++i) {
+          ncclResult_t r =
+              ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+          if (r == ncclRemoteError) return 0;
+          if (r != ncclSuccess) return 3;
+        }
+        return ranks[0] == 0 ? 1 : 0;
+      },
+      [](int) {
+        tcpOnly();
+        setenv("WEFT_TIMEOUT_MS", "120000", 1);
+      },
+      90);
   EXPECT_EQ(codes[0], 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }

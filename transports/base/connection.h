@@ -32,7 +32,8 @@ class Connection {
   virtual void* sendSlot() = 0;
   // Like sendSlot, when the caller knows the message will hold `bytes` (small ones may go inline).
   virtual void* sendSlotFor(size_t bytes) { return sendSlot(); }
-  // Publishes the slot returned by sendSlot() holding `bytes` bytes, with a tag the receiver checks.
+  // Publishes the slot returned by sendSlot() holding `bytes` bytes, with a tag the receiver
+  // checks.
   virtual void post(uint32_t bytes, uint32_t tag) = 0;
 
   // Receive direction: the oldest full slot, or nullptr while none has arrived.

@@ -4,8 +4,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "transports/shm/pair_fifo.h"
 #include "transports/base/transport.h"
+#include "transports/shm/pair_fifo.h"
 
 namespace weft::transport {
 namespace {
@@ -46,8 +46,7 @@ class LocalTransport : public Transport {
       }
     }
     void* mem = block->mem;
-    return pairConnection(ctx, peer, mem, "local", std::move(block), nullptr,
-                          RemoteMode::kDirect);
+    return pairConnection(ctx, peer, mem, "local", std::move(block), nullptr, RemoteMode::kDirect);
   }
 
  private:

@@ -115,8 +115,8 @@ void FifoConnection::probePeer() {
   uint64_t word = 0;
   iovec local{&word, sizeof(word)};
   iovec remote{reinterpret_cast<void*>(addr), sizeof(word)};
-  bool ok = process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0) == sizeof(word) &&
-            word == kProbeMagic;
+  bool ok =
+      process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0) == sizeof(word) && word == kProbeMagic;
   in_.ctl->readerCanRead.store(ok ? 1 : 2, std::memory_order_release);
 }
 
@@ -130,7 +130,8 @@ bool FifoConnection::peerCanRead(const void* addr, size_t bytes) {
 
 bool FifoConnection::peerCanReadMe() {
   if (peerReadsMe_) return true;
-  if (p_.remote == RemoteMode::kDirect) peerReadsMe_ = true;
+  if (p_.remote == RemoteMode::kDirect)
+    peerReadsMe_ = true;
   else if (p_.remote == RemoteMode::kCma)
     peerReadsMe_ = out_.ctl->readerCanRead.load(std::memory_order_acquire) == 1;
   return peerReadsMe_;
@@ -178,7 +179,8 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     }
     return in_.data + (recvDataHead_ % p_.slots) * p_.slotBytes;
   }
-  if (p_.remote == RemoteMode::kDirect) return recvBase_ = reinterpret_cast<const char*>(info.remote);
+  if (p_.remote == RemoteMode::kDirect)
+    return recvBase_ = reinterpret_cast<const char*>(info.remote);
   if (info.bytes & kMappedFlag) {
     *bytes = info.bytes & ~kMappedFlag;
     MappedRef ref;
@@ -205,8 +207,9 @@ void FifoConnection::readRemote(void* dst, uint64_t remoteAddr, size_t bytes) {
     iovec remote{reinterpret_cast<void*>(remoteAddr), bytes};
     ssize_t n = process_vm_readv(p_.peerPid, &local, 1, &remote, 1, 0);
     if (n <= 0)
-      fail(Status::kRemoteError, sysError("process_vm_readv from pid " + std::to_string(p_.peerPid) +
-                                              " (shm single-copy)", n < 0 ? errno : EIO));
+      fail(Status::kRemoteError, sysError("process_vm_readv from pid " +
+                                              std::to_string(p_.peerPid) + " (shm single-copy)",
+                                          n < 0 ? errno : EIO));
     out += n;
     remoteAddr += static_cast<uint64_t>(n);
     bytes -= static_cast<size_t>(n);
@@ -476,7 +479,8 @@ void FifoConnection::adoptLanding(uint64_t version) {
   // The receiver counts from its next message; those posted since still fill the offer first.
   if (first > sendTail_ || sendTail_ - first > kMaxSlots) return;
   uint64_t at = 0;
-  for (uint64_t m = first; m < sendTail_; ++m) at += out_.ctl->info[m % kMaxSlots].bytes & ~kSizeFlags;
+  for (uint64_t m = first; m < sendTail_; ++m)
+    at += out_.ctl->info[m % kMaxSlots].bytes & ~kSizeFlags;
   if (at >= bytes) return;
   char* base = reinterpret_cast<char*>(dst);
   if (region.fd >= 0) {

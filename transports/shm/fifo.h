@@ -29,7 +29,8 @@ inline constexpr uint32_t kMaxSlots = 64;
 inline constexpr uint32_t kInlineBytes = 296;
 inline constexpr uint32_t kInlineFlag = 1u << 31;  // in SlotInfo::bytes: payload is inlineData
 inline constexpr uint32_t kMappedFlag = 1u << 30;  // remote message; inlineData holds a MappedRef
-inline constexpr uint32_t kLandedFlag = 1u << 29;  // the sender wrote the data at the receiver's landing
+inline constexpr uint32_t kLandedFlag =
+    1u << 29;  // the sender wrote the data at the receiver's landing
 inline constexpr uint32_t kSizeFlags = kInlineFlag | kMappedFlag | kLandedFlag;
 inline constexpr uint32_t kMaxMessageBytes = kLandedFlag - 1;  // below the flag bits
 
@@ -49,15 +50,15 @@ inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 // pieces straight into the receiver's destination (same address space, or a writable mapping
 // of the receiver's ncclMemAlloc'd region). Lives in the sender -> receiver direction.
 struct HelpBoard {
-  alignas(64) std::atomic<uint64_t> claim;  // offer id, its piece count, next piece (fifo.cc)
-  std::atomic<uint64_t> offer;              // the open offer's id, 0 when none; stored last
+  alignas(64) std::atomic<uint64_t> claim;   // offer id, its piece count, next piece (fifo.cc)
+  std::atomic<uint64_t> offer;               // the open offer's id, 0 when none; stored last
   alignas(64) std::atomic<uint32_t> helped;  // pieces the sender finished for the open offer
-  alignas(64) uint32_t streaming;           // Store::kStreaming for the destination
+  alignas(64) uint32_t streaming;            // Store::kStreaming for the destination
   uint64_t pieceBytes;
   uint64_t bytes;
-  uint64_t src;          // the message in the sender's address space
-  uint64_t dst;          // the destination in the receiver's
-  MappedRef dstRegion;   // the receiver's region holding dst (when the sender must map it)
+  uint64_t src;         // the message in the sender's address space
+  uint64_t dst;         // the destination in the receiver's
+  MappedRef dstRegion;  // the receiver's region holding dst (when the sender must map it)
 };
 
 // A receiver's offer of where its next messages go: from message `firstMsg` on, in order, they
@@ -69,13 +70,13 @@ struct HelpBoard {
 struct LandingOffer {
   alignas(64) std::atomic<uint64_t> version;
   std::atomic<uint64_t> firstMsg;
-  std::atomic<uint64_t> dst;    // in the receiver's address space
+  std::atomic<uint64_t> dst;  // in the receiver's address space
   std::atomic<uint64_t> bytes;
-  std::atomic<uint32_t> tag;    // of the operation the receiver waits in; others never land
+  std::atomic<uint32_t> tag;          // of the operation the receiver waits in; others never land
   std::atomic<uint64_t> regionInode;  // the receiver's ncclMemAlloc'd region holding dst ...
   std::atomic<uint64_t> regionBase;
   std::atomic<uint64_t> regionBytes;
-  std::atomic<int64_t> regionFd;      // ... or -1: same address space
+  std::atomic<int64_t> regionFd;  // ... or -1: same address space
 };
 
 struct FifoControl {
@@ -110,8 +111,8 @@ FifoView fifoView(void* mem);
 class FifoConnection : public Connection, public ReferenceSends, public PeerMemory {
  public:
   struct Params {
-    void* outMem = nullptr;       // direction me -> peer
-    void* inMem = nullptr;        // direction peer -> me
+    void* outMem = nullptr;  // direction me -> peer
+    void* inMem = nullptr;   // direction peer -> me
     uint32_t slots = 4;
     size_t slotBytes = 0;
     Doorbell* peerBell = nullptr;  // rung after post/release so a sleeping peer wakes
@@ -119,7 +120,7 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
     std::function<Status(std::string*)> health;  // liveness of the peer
     std::shared_ptr<void> keepAlive;             // owns the mapped memory
     RemoteMode remote = RemoteMode::kNone;
-    int peerPid = 0;                             // for CMA reads and mapped regions
+    int peerPid = 0;  // for CMA reads and mapped regions
     // Shared copies (Tuning::shareCopy): 0 off, 1 on, 2 on and the receiver waits (up to a
     // second) for the sender's first claim, which makes the sender's share certain for tests on
     // a loaded machine. Never where ranks share cores: the sender has no core of its own.
@@ -169,14 +170,14 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   // Whether the receiver can read this process's memory at all (CMA probe, or one address
   // space); peerCanRead then asks about a given range.
   bool peerCanReadMe();
-  bool probed_ = false;                        // CMA probe of the peer settled
-  bool sendInline_ = false;                    // the last sendSlotFor() handed out inlineData
-  void* mappedToken_ = nullptr;                // mapping the message at mappedHead_ is read through
+  bool probed_ = false;          // CMA probe of the peer settled
+  bool sendInline_ = false;      // the last sendSlotFor() handed out inlineData
+  void* mappedToken_ = nullptr;  // mapping the message at mappedHead_ is read through
   const char* mappedLocal_ = nullptr;
   const char* recvBase_ = nullptr;  // where the last by-reference message received lies here
   uint64_t mappedHead_ = 0;
-  uint32_t offerId_ = 0;         // receiver: the last offer made on the help board
-  bool helpBroken_ = false;      // sender: the receiver's memory cannot be mapped; never help
+  uint32_t offerId_ = 0;     // receiver: the last offer made on the help board
+  bool helpBroken_ = false;  // sender: the receiver's memory cannot be mapped; never help
   // Receiver: the landing offered last; messages from landFirst_ on fill it, landRecvAt_ so far.
   char* landDst_ = nullptr;
   uint64_t landFirst_ = 0, landBytes_ = 0, landRecvAt_ = 0;
@@ -186,7 +187,7 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   uint64_t landEnd_ = 0, landSendAt_ = 0;
   uint32_t landTag_ = 0;
   void* landToken_ = nullptr;
-  bool landBroken_ = false;      // sender: the receiver's memory cannot be mapped; never land
+  bool landBroken_ = false;  // sender: the receiver's memory cannot be mapped; never land
   void adoptLanding(uint64_t version);
   void publish(uint32_t bytes, uint32_t tag, uint64_t remote);
   bool offerCopy(char* dst, const char* src, size_t bytes, Store store);

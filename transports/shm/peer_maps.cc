@@ -20,8 +20,8 @@ namespace {
 struct Mapping {
   char* local = nullptr;
   uint64_t bytes = 0;
-  int users = 0;          // messages being read through it
-  uint64_t lastUse = 0;   // acquisition tick, for evicting the least recently used
+  int users = 0;         // messages being read through it
+  uint64_t lastUse = 0;  // acquisition tick, for evicting the least recently used
 };
 
 using Key = std::tuple<int, uint64_t, uint64_t, bool>;  // pid, inode, base, writable
@@ -66,7 +66,8 @@ void evictIdle() {
   while (m.size() > kKeepMappings) {
     auto victim = m.end();
     for (auto it = m.begin(); it != m.end(); ++it)
-      if (it->second.users == 0 && (victim == m.end() || it->second.lastUse < victim->second.lastUse))
+      if (it->second.users == 0 &&
+          (victim == m.end() || it->second.lastUse < victim->second.lastUse))
         victim = it;
     if (victim == m.end()) return;  // all in use
     munmap(victim->second.local, victim->second.bytes);

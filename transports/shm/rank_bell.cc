@@ -17,8 +17,8 @@ struct RankBell::Impl {
 };
 
 RankBell::RankBell(uint64_t commHash, int rank) : impl_(std::make_unique<Impl>()) {
-  impl_->segment = ShmSegment::create(segmentName(commHash, "bell." + std::to_string(rank)),
-                                      sizeof(Doorbell));
+  impl_->segment =
+      ShmSegment::create(segmentName(commHash, "bell." + std::to_string(rank)), sizeof(Doorbell));
   bell_ = new (impl_->segment.data()) Doorbell;
   impl_->segment.markReady();
 }

@@ -99,7 +99,7 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes,
   for (;;) {
     fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      struct stat st{};
+      struct stat st {};
       if (fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= s.mapped_) break;
       close(fd);
       fd = -1;

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "src/common/log.h"
+#include "transports/base/transport.h"
 #include "transports/shm/pair_fifo.h"
 #include "transports/shm/shm_segment.h"
-#include "transports/base/transport.h"
 
 namespace weft::transport {
 namespace {
@@ -54,8 +54,10 @@ class ShmTransport : public Transport {
     const Tuning defaults;
     const Tuning& tuning = ctx.tuning ? *ctx.tuning : defaults;
     RemoteMode remote = RemoteMode::kNone;
-    if (tuning.shmCma) remote = RemoteMode::kCma;
-    else if (tuning.shmMap) remote = RemoteMode::kMapped;
+    if (tuning.shmCma)
+      remote = RemoteMode::kCma;
+    else if (tuning.shmMap)
+      remote = RemoteMode::kMapped;
     return pairConnection(ctx, peer, mem, "shm", std::move(seg), health, remote);
   }
 };

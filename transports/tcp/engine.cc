@@ -22,8 +22,8 @@ namespace weft::tcp {
 namespace {
 
 constexpr uint64_t kWakeId = 0;
-constexpr size_t kMaxHandshakes = 512;   // unauthenticated sockets waiting for a hello
-constexpr size_t kMaxParked = 4096;      // authenticated sockets waiting for connect()
+constexpr size_t kMaxHandshakes = 512;  // unauthenticated sockets waiting for a hello
+constexpr size_t kMaxParked = 4096;     // authenticated sockets waiting for connect()
 constexpr uint64_t kHandshakeNs = 30ull * 1000 * 1000 * 1000;
 
 bool tokensEqual(const uint8_t* a, const uint8_t* b) {
@@ -148,8 +148,10 @@ bootstrap::SocketAddress chooseAddress(const Tuning& t) {
   const std::string& spec = t.socketIfname;
   const std::string& fam = t.socketFamily;
   int family = AF_UNSPEC;
-  if (fam == "AF_INET" || fam == "4" || fam == "ipv4") family = AF_INET;
-  else if (fam == "AF_INET6" || fam == "6" || fam == "ipv6") family = AF_INET6;
+  if (fam == "AF_INET" || fam == "4" || fam == "ipv4")
+    family = AF_INET;
+  else if (fam == "AF_INET6" || fam == "6" || fam == "ipv6")
+    family = AF_INET6;
   else if (!fam.empty())
     fail(Status::kInvalidArgument, "NCCL_SOCKET_FAMILY=" + fam + ": expected AF_INET or AF_INET6");
   auto all = bootstrap::listInterfaces();

@@ -135,7 +135,8 @@ void Link::attach(const Hello& hello, int fd) {
           std::to_string(hello.slotBytes) + " B, this side " + std::to_string(p_.slots) + " x " +
           std::to_string(p_.slotBytes) + " B";
   Sock* s = hello.socketIndex < socks_.size() ? socks_[hello.socketIndex].get() : nullptr;
-  if (bad.empty() && (!s || s->fd >= 0)) bad = "opened socket " + std::to_string(hello.socketIndex) + " twice";
+  if (bad.empty() && (!s || s->fd >= 0))
+    bad = "opened socket " + std::to_string(hello.socketIndex) + " twice";
   if (!bad.empty()) {
     Engine::get().untrack(fd);
     ::close(fd);
@@ -259,9 +260,7 @@ void Link::poison() {
   ring();
 }
 
-bool Link::poisoned() const {
-  return poisoned_.load() || failed_.load() || peerClosed_.load();
-}
+bool Link::poisoned() const { return poisoned_.load() || failed_.load() || peerClosed_.load(); }
 
 bool Link::peerEnded() const { return peerClosed_.load(); }
 
@@ -358,8 +357,8 @@ bool Link::writeSome(Sock& s) {
       return false;
     }
     size_t left = static_cast<size_t>(w);
-    while (left > 0 || (!s.queue.empty() && s.queue.front().sent ==
-                                                kFrameHeaderBytes + s.queue.front().length)) {
+    while (left > 0 || (!s.queue.empty() &&
+                        s.queue.front().sent == kFrameHeaderBytes + s.queue.front().length)) {
       OutPart& op = s.queue.front();
       size_t need = kFrameHeaderBytes + op.length - op.sent;
       size_t take = std::min(need, left);
@@ -411,8 +410,8 @@ void Link::readSome(int index) {
       dst = reinterpret_cast<char*>(s.header) + s.headerGot;
       want = kFrameHeaderBytes - s.headerGot;
     } else {
-      dst = recvBuf_.data() + (s.frame.seq % p_.slots) * p_.slotBytes + s.frame.offset +
-            s.payloadGot;
+      dst =
+          recvBuf_.data() + (s.frame.seq % p_.slots) * p_.slotBytes + s.frame.offset + s.payloadGot;
       want = s.frame.length - s.payloadGot;
     }
     ssize_t n = ::recv(s.fd, dst, want, 0);

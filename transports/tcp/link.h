@@ -35,12 +35,12 @@ struct LinkParams {
   uint64_t slotBytes = 0;
   uint32_t sockets = 1;
   uint64_t minPart = 65536;
-  Doorbell* bell = nullptr;     // the local rank's doorbell
-  bool active = false;          // this side opens the sockets (the lower rank)
-  bootstrap::SocketAddress peerAddress;   // where the peer listens (active side)
+  Doorbell* bell = nullptr;              // the local rank's doorbell
+  bool active = false;                   // this side opens the sockets (the lower rank)
+  bootstrap::SocketAddress peerAddress;  // where the peer listens (active side)
   uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
-  bool lowat = true;            // wake the progress thread once per stripe (SO_RCVLOWAT)
-  bool executorReads = false;   // a waiting rank reads its sockets itself (WEFT_TCP_POLL)
+  bool lowat = true;                     // wake the progress thread once per stripe (SO_RCVLOWAT)
+  bool executorReads = false;            // a waiting rank reads its sockets itself (WEFT_TCP_POLL)
 };
 
 class Link : public SocketSink, public std::enable_shared_from_this<Link> {
@@ -113,8 +113,8 @@ class Link : public SocketSink, public std::enable_shared_from_this<Link> {
     // Who reads: a worker or the executor, one at a time (see drive()).
     std::atomic<bool> reading{false};
     std::atomic<bool> wantRead{false};
-    int lowat = 1;           // SO_RCVLOWAT now set
-    size_t maxLowat = 1;     // largest SO_RCVLOWAT this socket may use
+    int lowat = 1;        // SO_RCVLOWAT now set
+    size_t maxLowat = 1;  // largest SO_RCVLOWAT this socket may use
   };
   struct RecvMeta {
     uint64_t seq = UINT64_MAX;

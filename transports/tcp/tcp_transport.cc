@@ -74,8 +74,8 @@ class TcpTransport : public Transport {
     p.bell = ctx.selfBell;
     p.lowat = tuning.tcpLowat;
     p.executorReads = tuning.tcpPoll;
-    p.peerAddress = bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(theirs.addr),
-                                             theirs.addrLen);
+    p.peerAddress =
+        bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(theirs.addr), theirs.addrLen);
     std::memcpy(p.peerToken, theirs.token, tcp::kTokenBytes);
     auto link = std::make_shared<tcp::Link>(p);
     if (p.active) {

@@ -22,11 +22,11 @@ inline constexpr size_t kFrameHeaderBytes = 32;
 // Sent once by the connecting (lower) rank on each socket it opens.
 struct Hello {
   uint64_t commHash = 0;
-  int32_t srcRank = 0;      // the connecting rank
-  int32_t dstRank = 0;      // the accepting rank
+  int32_t srcRank = 0;  // the connecting rank
+  int32_t dstRank = 0;  // the accepting rank
   uint32_t channel = 0;
   uint32_t socketIndex = 0;
-  uint32_t sockets = 0;     // sockets of this connection
+  uint32_t sockets = 0;  // sockets of this connection
   uint32_t slots = 0;
   uint64_t slotBytes = 0;
   uint8_t token[kTokenBytes] = {};  // the accepting rank's token (learnt from the init allgather)
@@ -40,13 +40,13 @@ enum class FrameKind : uint8_t { kData = 1 };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
-  uint8_t part = 0;    // stripe index within the slot
-  uint8_t parts = 1;   // stripes of the slot (1..kMaxSockets)
-  uint32_t tag = 0;    // the executor's tag of the slot
-  uint32_t total = 0;  // bytes of the whole slot
-  uint32_t offset = 0; // where this stripe starts in the slot
-  uint32_t length = 0; // payload bytes that follow the header
-  uint64_t seq = 0;    // slot sequence number on the connection (one direction)
+  uint8_t part = 0;     // stripe index within the slot
+  uint8_t parts = 1;    // stripes of the slot (1..kMaxSockets)
+  uint32_t tag = 0;     // the executor's tag of the slot
+  uint32_t total = 0;   // bytes of the whole slot
+  uint32_t offset = 0;  // where this stripe starts in the slot
+  uint32_t length = 0;  // payload bytes that follow the header
+  uint64_t seq = 0;     // slot sequence number on the connection (one direction)
 };
 
 void encodeFrame(const FrameHeader& f, uint8_t out[kFrameHeaderBytes]);

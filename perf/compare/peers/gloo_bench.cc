@@ -213,8 +213,8 @@ int rankMain(int rank, const cmp::Options& o, const std::string& storeDir) {
     Case c(coll, algo, count, rank, n, bench);
     c.run();
     control.barrier();
-    const cmp::Timed timed =
-        cmp::timeCalls(o, [&] { c.run(); }, barrier, [&](double v) { return control.max(v); });
+    const cmp::Timed timed = cmp::timeCalls(
+        o, [&] { c.run(); }, barrier, [&](double v) { return control.max(v); });
     c.reset();
     control.barrier();
     c.run();

@@ -94,8 +94,10 @@ double copyAt(size_t footprint, bool streaming, int reps) {
         while (ready.load() < threads) std::this_thread::yield();
         double t0 = nowSeconds();
         for (size_t i = 0; i < iters; i++) {
-          if (streaming) streamCopy(dst, src, footprint);
-          else std::memcpy(dst, src, footprint);
+          if (streaming)
+            streamCopy(dst, src, footprint);
+          else
+            std::memcpy(dst, src, footprint);
         }
         seconds[t] = nowSeconds() - t0;
         std::free(src);

@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
     Case c(coll, count, rank, n);
     c.run();
     MPI_Barrier(MPI_COMM_WORLD);
-    const cmp::Timed timed = cmp::timeCalls(o, [&] { c.run(); }, barrier, maxOverRanks);
+    const cmp::Timed timed = cmp::timeCalls(
+        o, [&] { c.run(); }, barrier, maxOverRanks);
     c.reset();
     MPI_Barrier(MPI_COMM_WORLD);
     c.run();

@@ -53,8 +53,8 @@ void play(Shared* s, int me, int rounds) {
 
 void pingPong(const char* asymmetric) {
   setenv("WEFT_ASYMMETRIC_FENCE", asymmetric, 1);
-  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto* s = new (mem) Shared;
   const int rounds = 5000;

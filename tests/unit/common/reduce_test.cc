@@ -727,12 +727,13 @@ TEST(ReducePublicTest, SmallCopiesMatchMemmoveAtEveryLengthAndOverlap) {
 TEST(ReducePublicTest, StreamingReduceMatchesCached) {
   const size_t n = 10007;
   std::vector<float> a(n), b(n), cached(n + 16), streamed(n + 16);
-  for (size_t i = 0; i < n; ++i) a[i] = static_cast<float>(i % 251), b[i] = static_cast<float>(i % 97);
+  for (size_t i = 0; i < n; ++i)
+    a[i] = static_cast<float>(i % 251), b[i] = static_cast<float>(i % 97);
   for (size_t off : {size_t(0), size_t(1), size_t(5)}) {
     reduce(DataType::kFloat32, RedOp::kSum, cached.data() + off, a.data(), false, b.data(), false,
            n, nullptr);
-    reduce(DataType::kFloat32, RedOp::kSum, streamed.data() + off, a.data(), false, b.data(),
-           false, n, nullptr, Store::kStreaming);
+    reduce(DataType::kFloat32, RedOp::kSum, streamed.data() + off, a.data(), false, b.data(), false,
+           n, nullptr, Store::kStreaming);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(streamed[off + i], cached[off + i]) << i;
   }
 }

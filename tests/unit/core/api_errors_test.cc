@@ -20,9 +20,7 @@ namespace {
 
 class TwoRanks : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(ncclCommInitAll(comms_, 2, nullptr), ncclSuccess);
-  }
+  void SetUp() override { ASSERT_EQ(ncclCommInitAll(comms_, 2, nullptr), ncclSuccess); }
   void TearDown() override {
     for (auto c : comms_)
       if (c) ncclCommDestroy(c);
@@ -32,22 +30,30 @@ class TwoRanks : public ::testing::Test {
 };
 
 TEST_F(TwoRanks, NullBuffers) {
-  EXPECT_EQ(ncclAllReduce(nullptr, b_, 8, ncclFloat, ncclSum, comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(nullptr, b_, 8, ncclFloat, ncclSum, comms_[0], nullptr),
+            ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("sendbuff"), std::string::npos);
-  EXPECT_EQ(ncclAllReduce(a_, nullptr, 8, ncclFloat, ncclSum, comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, nullptr, 8, ncclFloat, ncclSum, comms_[0], nullptr),
+            ncclInvalidArgument);
   EXPECT_EQ(ncclSend(nullptr, 8, ncclFloat, 1, comms_[0], nullptr), ncclInvalidArgument);
   // count 0 with NULL buffers is a legal no-op.
   ncclGroupStart();
-  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comms_[0], nullptr), ncclSuccess);
-  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comms_[1], nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comms_[0], nullptr),
+            ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comms_[1], nullptr),
+            ncclSuccess);
   EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
 }
 
 TEST_F(TwoRanks, BadTypeOpRootPeer) {
-  EXPECT_EQ(ncclAllReduce(a_, b_, 8, static_cast<ncclDataType_t>(12), ncclSum, comms_[0], nullptr), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(a_, b_, 8, static_cast<ncclDataType_t>(-1), ncclSum, comms_[0], nullptr), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclFloat, static_cast<ncclRedOp_t>(5), comms_[0], nullptr), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclFloat, static_cast<ncclRedOp_t>(-3), comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, b_, 8, static_cast<ncclDataType_t>(12), ncclSum, comms_[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, b_, 8, static_cast<ncclDataType_t>(-1), ncclSum, comms_[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclFloat, static_cast<ncclRedOp_t>(5), comms_[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclFloat, static_cast<ncclRedOp_t>(-3), comms_[0], nullptr),
+            ncclInvalidArgument);
   EXPECT_EQ(ncclBroadcast(a_, b_, 8, ncclFloat, 2, comms_[0], nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclReduce(a_, b_, 8, ncclFloat, ncclSum, -1, comms_[0], nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclSend(a_, 8, ncclFloat, 7, comms_[0], nullptr), ncclInvalidArgument);
@@ -57,7 +63,8 @@ TEST_F(TwoRanks, BadTypeOpRootPeer) {
 TEST_F(TwoRanks, PreMulSumTypeMismatch) {
   float two = 2;
   ncclRedOp_t op;
-  ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &two, ncclFloat, ncclScalarHostImmediate, comms_[0]), ncclSuccess);
+  ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &two, ncclFloat, ncclScalarHostImmediate, comms_[0]),
+            ncclSuccess);
   EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclDouble, op, comms_[0], nullptr), ncclInvalidArgument);
   EXPECT_EQ(ncclRedOpDestroy(op, comms_[0]), ncclSuccess);
   EXPECT_EQ(ncclRedOpDestroy(op, comms_[0]), ncclInvalidArgument);
@@ -66,22 +73,29 @@ TEST_F(TwoRanks, PreMulSumTypeMismatch) {
 
 TEST_F(TwoRanks, CountOverflow) {
   size_t huge = ~size_t(0) / 2;
-  EXPECT_EQ(ncclAllReduce(a_, b_, huge, ncclFloat, ncclSum, comms_[0], nullptr), ncclInvalidArgument);
-  EXPECT_EQ(ncclAllGather(a_, b_, ~size_t(0) / 4, ncclInt8, comms_[0], nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(a_, b_, huge, ncclFloat, ncclSum, comms_[0], nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllGather(a_, b_, ~size_t(0) / 4, ncclInt8, comms_[0], nullptr),
+            ncclInvalidArgument);
 }
 
 TEST_F(TwoRanks, ForeignStream) {
   int notAStream;
   EXPECT_EQ(ncclAllReduce(a_, b_, 8, ncclFloat, ncclSum, comms_[0],
-                          reinterpret_cast<cudaStream_t>(&notAStream)), ncclInvalidArgument);
+                          reinterpret_cast<cudaStream_t>(&notAStream)),
+            ncclInvalidArgument);
 }
 
 TEST_F(TwoRanks, MismatchedCountsAreReportedNotHung) {
   setenv("WEFT_TIMEOUT_MS", "20000", 1);
   std::vector<float> s0(1000, 1), r0(1000), s1(3000, 1), r1(3000);
   ncclResult_t res[2];
-  std::thread t0([&] { res[0] = ncclAllReduce(s0.data(), r0.data(), 1000, ncclFloat, ncclSum, comms_[0], nullptr); });
-  std::thread t1([&] { res[1] = ncclAllReduce(s1.data(), r1.data(), 3000, ncclFloat, ncclSum, comms_[1], nullptr); });
+  std::thread t0([&] {
+    res[0] = ncclAllReduce(s0.data(), r0.data(), 1000, ncclFloat, ncclSum, comms_[0], nullptr);
+  });
+  std::thread t1([&] {
+    res[1] = ncclAllReduce(s1.data(), r1.data(), 3000, ncclFloat, ncclSum, comms_[1], nullptr);
+  });
   t0.join();
   t1.join();
   EXPECT_NE(res[0], ncclSuccess);
@@ -126,8 +140,11 @@ TEST(FourRanks, RanksAFailedRankNeverLinkedToFailAtOnce) {
 TEST_F(TwoRanks, MismatchedCollectivesAreReported) {
   std::vector<float> s(256, 1), r(512);
   ncclResult_t res[2];
-  std::thread t0([&] { res[0] = ncclAllReduce(s.data(), r.data(), 256, ncclFloat, ncclSum, comms_[0], nullptr); });
-  std::thread t1([&] { res[1] = ncclBroadcast(s.data(), r.data(), 256, ncclFloat, 0, comms_[1], nullptr); });
+  std::thread t0([&] {
+    res[0] = ncclAllReduce(s.data(), r.data(), 256, ncclFloat, ncclSum, comms_[0], nullptr);
+  });
+  std::thread t1(
+      [&] { res[1] = ncclBroadcast(s.data(), r.data(), 256, ncclFloat, 0, comms_[1], nullptr); });
   t0.join();
   t1.join();
   EXPECT_TRUE(res[0] != ncclSuccess || res[1] != ncclSuccess);
@@ -218,7 +235,8 @@ TEST(Api, CommSplitByParity) {
   ASSERT_EQ(ncclCommInitAll(comms, n, nullptr), ncclSuccess);
   ncclGroupStart();
   for (int r = 0; r < n; ++r)
-    ASSERT_EQ(ncclCommSplit(comms[r], r == 4 ? NCCL_SPLIT_NOCOLOR : r % 2, -r, &sub[r], nullptr), ncclSuccess);
+    ASSERT_EQ(ncclCommSplit(comms[r], r == 4 ? NCCL_SPLIT_NOCOLOR : r % 2, -r, &sub[r], nullptr),
+              ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(sub[4], nullptr);
   int count, rank;
@@ -253,7 +271,9 @@ TEST(Api, HostStreamsRunAsynchronouslyInOrder) {
   ncclGroupStart();
   for (int r = 0; r < n; ++r)
     for (int k = 0; k < 3; ++k)  // three in-place sums in a row: 1 -> 2 -> 4 -> 8
-      ASSERT_EQ(ncclAllReduce(buf[r].data(), buf[r].data(), buf[r].size(), ncclFloat, ncclSum, comms[r], streams[r]), ncclSuccess);
+      ASSERT_EQ(ncclAllReduce(buf[r].data(), buf[r].data(), buf[r].size(), ncclFloat, ncclSum,
+                              comms[r], streams[r]),
+                ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   for (int r = 0; r < n; ++r) {
     ASSERT_EQ(weftStreamSynchronize(streams[r]), ncclSuccess);

@@ -1,12 +1,12 @@
 // A host stream holds at most kMaxQueued calls: a launch beyond them waits for room, and fails
 // with a clear error (queueing nothing) when none comes in time.
+#include "src/exec/host_stream.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
-
-#include "src/exec/host_stream.h"
 
 namespace weft::exec {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstdlib>
 
 #include "nccl.h"
-#include "weft/weft.h"
 #include "tests/support/collective_check.h"
+#include "weft/weft.h"
 
 using namespace weft::test;
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "nccl.h"
-#include "weft/weft.h"
 #include "tests/support/collective_check.h"
 #include "tests/support/ranks_algo_fixture.h"
+#include "weft/weft.h"
 
 using namespace weft::test;
 

@@ -1,8 +1,9 @@
 // Repeated small blocking calls in which a rank sends or receives one message, sends one to each
-// of several peers, or exchanges one with a peer, go straight through (exec::runStraight) when the peer is ready: results stay exact
-// call after call as the data changes, a late peer leaves the call (or, once a rank's message of
-// an exchange went out, the rest of it) to the executor, and a peer that then calls something
-// else (another count, another collective) is an error, never a silent mix.
+// of several peers, or exchanges one with a peer, go straight through (exec::runStraight) when the
+// peer is ready: results stay exact call after call as the data changes, a late peer leaves the
+// call (or, once a rank's message of an exchange went out, the rest of it) to the executor, and a
+// peer that then calls something else (another count, another collective) is an error, never a
+// silent mix.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,7 +59,9 @@ enum class Kind { kBroadcast, kReduce, kGather, kScatter };
   for (size_t i = 0; i < count; ++i) {
     float want = 0;
     switch (kind) {
-      case Kind::kBroadcast: want = valueOf(root, iter, i); break;
+      case Kind::kBroadcast:
+        want = valueOf(root, iter, i);
+        break;
       case Kind::kReduce:
         if (rank != root) return ::testing::AssertionSuccess();
         for (int r = 0; r < n; ++r) want += valueOf(r, iter, i);
@@ -69,7 +72,9 @@ enum class Kind { kBroadcast, kReduce, kGather, kScatter };
           if (out[r * count + i] != valueOf(r, iter, i))
             return ::testing::AssertionFailure() << "gather block " << r << " element " << i;
         continue;
-      case Kind::kScatter: want = valueOf(root, iter, rank * count + i); break;
+      case Kind::kScatter:
+        want = valueOf(root, iter, rank * count + i);
+        break;
     }
     if (out[i] != want)
       return ::testing::AssertionFailure()
@@ -113,8 +118,8 @@ TEST(StraightCalls, RootSendingEveryCopyGoesStraight) {
       onRanks(n, [&](int rank, ncclComm_t comm) {
         std::vector<float> in(count * n), out(count * n);
         for (int iter = 0; iter < 300; ++iter)
-          EXPECT_TRUE(callAndCheck(Kind::kBroadcast, rank, n, root, count, iter, inPlace, in, out,
-                                   comm))
+          EXPECT_TRUE(
+              callAndCheck(Kind::kBroadcast, rank, n, root, count, iter, inPlace, in, out, comm))
               << "count " << count << " iter " << iter;
         straight[rank] = weftStraightCalls(comm);
       });
@@ -189,16 +194,22 @@ enum class Exchange { kAllReduce, kAllGather, kReduceScatter, kAlltoAll };
   auto combine = [&](size_t i) {
     const float a = valueOf(0, iter, i), b = valueOf(1, iter, i);
     switch (op) {
-      case ncclProd: return a * b;
-      case ncclMax: return std::max(a, b);
-      case ncclMin: return std::min(a, b);
-      default: return a + b;
+      case ncclProd:
+        return a * b;
+      case ncclMax:
+        return std::max(a, b);
+      case ncclMin:
+        return std::min(a, b);
+      default:
+        return a + b;
     }
   };
   for (size_t i = 0; i < count; ++i) {
     float got = 0, want = 0;
     switch (kind) {
-      case Exchange::kAllReduce: got = dst[i], want = combine(i); break;
+      case Exchange::kAllReduce:
+        got = dst[i], want = combine(i);
+        break;
       case Exchange::kReduceScatter:
         got = (inPlace ? in.data() + rank * count : dst)[i], want = combine(rank * count + i);
         break;
@@ -218,7 +229,8 @@ enum class Exchange { kAllReduce, kAllGather, kReduceScatter, kAlltoAll };
       }
     }
     if (got != want)
-      return ::testing::AssertionFailure() << "element " << i << ": " << got << " instead of " << want;
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got << " instead of " << want;
   }
   return ::testing::AssertionSuccess();
 }
@@ -252,8 +264,8 @@ TEST(StraightCalls, LateExchangePeerLeavesTheRestToTheExecutor) {
     for (int iter = 0; iter < 40; ++iter) {
       if (rank == iter % 2 && iter % 10 >= 5)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      EXPECT_TRUE(exchangeAndCheck(Exchange::kAllReduce, rank, ncclSum, 4, iter, iter % 3 == 0,
-                                   in, out, comm))
+      EXPECT_TRUE(exchangeAndCheck(Exchange::kAllReduce, rank, ncclSum, 4, iter, iter % 3 == 0, in,
+                                   out, comm))
           << iter;
     }
   });
@@ -266,8 +278,6 @@ TEST(StraightCalls, ChangedExchangeAfterRepeatsIsReported) {
   EXPECT_TRUE(last[0] != ncclSuccess || last[1] != ncclSuccess);
 }
 
-TEST(StraightCalls, BadHandleCountsNothing) {
-  EXPECT_EQ(weftStraightCalls(nullptr), 0u);
-}
+TEST(StraightCalls, BadHandleCountsNothing) { EXPECT_EQ(weftStraightCalls(nullptr), 0u); }
 
 }  // namespace

@@ -43,7 +43,8 @@ TEST_P(StreamingOutput, EveryCollectiveIsExact) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, StreamingOutput,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5),
-                                            ::testing::Values("ring", "tree", "rhd", "direct", "rsag")),
+                                            ::testing::Values("ring", "tree", "rhd", "direct",
+                                                              "rsag")),
                          ranksAlgoName);
 
 }  // namespace

@@ -1,11 +1,12 @@
 // Hierarchical plans over many host layouts (even, uneven, interleaved ranks, single-rank hosts)
 // must pass the symbolic verifier; the selector offers them only across hosts.
+#include "algorithms/hierarchical/hierarchical.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "algorithms/hierarchical/hierarchical.h"
 #include "algorithms/registry.h"
 #include "src/plan/verifier.h"
 #include "src/select/selector.h"
@@ -34,13 +35,20 @@ TEST(HostLayout, GroupsByLabelInRankOrder) {
 }
 
 TEST(Hierarchical, VerifiesOnManyLayouts) {
-  const std::vector<std::vector<int>> layouts = {
-      {0, 1},          {0, 0, 1, 1},       {0, 0, 0, 1},          {0, 1, 0, 1},
-      {0, 1, 2, 0, 1, 2}, {0, 1, 1, 2, 2, 2}, {0, 1, 2, 3, 4},    {0, 0, 1, 1, 2, 2, 3, 3},
-      {5, 5, 5, 2},    {0, 0, 0}};
+  const std::vector<std::vector<int>> layouts = {{0, 1},
+                                                 {0, 0, 1, 1},
+                                                 {0, 0, 0, 1},
+                                                 {0, 1, 0, 1},
+                                                 {0, 1, 2, 0, 1, 2},
+                                                 {0, 1, 1, 2, 2, 2},
+                                                 {0, 1, 2, 3, 4},
+                                                 {0, 0, 1, 1, 2, 2, 3, 3},
+                                                 {5, 5, 5, 2},
+                                                 {0, 0, 0}};
   int checked = 0;
   for (const auto& hosts : layouts)
-    for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter})
+    for (Collective c :
+         {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter})
       for (uint64_t count : {1ull, 7ull, 100ull, 1000ull})
         for (uint32_t elemSize : {2u, 4u})
           for (uint64_t slice : {0ull, 16ull}) {
@@ -58,9 +66,9 @@ TEST(Hierarchical, VerifiesOnManyLayouts) {
               v.sliceElems = slice;
               v.fifoSlots = slots;
               std::string m = plan::verifyMessage(p, v);
-              ASSERT_EQ(m, "") << plan::collectiveName(c) << " hosts " << show(hosts)
-                               << " count " << count << " elem " << elemSize << " slice "
-                               << slice << " slots " << slots;
+              ASSERT_EQ(m, "") << plan::collectiveName(c) << " hosts " << show(hosts) << " count "
+                               << count << " elem " << elemSize << " slice " << slice << " slots "
+                               << slots;
               ++checked;
             }
           }

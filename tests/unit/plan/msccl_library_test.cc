@@ -1,13 +1,12 @@
 // The plan library's selection rules (collective, ranks, in/out of place, byte window, equal
 // chunks, messages that fit a slot, PreMulSum), its preference between plans, the checks add()
 // makes, and how the selector weighs library plans against built-in algorithms under NCCL_ALGO.
-#include "src/select/plan_library.h"
-
 #include <gtest/gtest.h>
 
 #include "src/common/error.h"
 #include "src/plan/msccl_xml.h"
 #include "src/plan/verifier.h"
+#include "src/select/plan_library.h"
 #include "src/select/selector.h"
 
 namespace weft::select {
@@ -16,7 +15,8 @@ namespace {
 // A 2-rank allreduce over 2 chunks: each rank reduces one half and sends it back.
 std::string pairXml(bool inPlace, uint64_t minBytes, uint64_t maxBytes, const char* name = "p") {
   std::string out = inPlace ? "i" : "o";
-  std::string x = std::string("<algo name=\"") + name + "\" proto=\"Simple\" nchannels=\"1\" "
+  std::string x = std::string("<algo name=\"") + name +
+                  "\" proto=\"Simple\" nchannels=\"1\" "
                   "nchunksperloop=\"2\" ngpus=\"2\" coll=\"allreduce\" inplace=\"" +
                   (inPlace ? "1" : "0") + "\" outofplace=\"" + (inPlace ? "0" : "1") +
                   "\" minBytes=\"" + std::to_string(minBytes) + "\" maxBytes=\"" +
@@ -25,12 +25,15 @@ std::string pairXml(bool inPlace, uint64_t minBytes, uint64_t maxBytes, const ch
     const std::string me = std::to_string(r), peer = std::to_string(1 - r);
     x += "<gpu id=\"" + me + "\" i_chunks=\"2\" o_chunks=\"" + (inPlace ? "0" : "2") +
          "\" s_chunks=\"0\"><tb id=\"0\" send=\"" + peer + "\" recv=\"" + peer + "\" chan=\"0\">" +
-         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" + peer + "\" dstbuf=\"o\" dstoff=\"-1\" "
+         "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"" + peer +
+         "\" dstbuf=\"o\" dstoff=\"-1\" "
          "cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
-         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" + me + "\" dstbuf=\"" + out +
-         "\" dstoff=\"" + me + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
-         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"" + out + "\" dstoff=\"" +
-         peer + "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
+         "<step s=\"1\" type=\"rrcs\" srcbuf=\"i\" srcoff=\"" +
+         me + "\" dstbuf=\"" + out + "\" dstoff=\"" + me +
+         "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"
+         "<step s=\"2\" type=\"r\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"" +
+         out + "\" dstoff=\"" + peer +
+         "\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/></tb></gpu>\n";
   }
   return x + "</algo>\n";
 }
@@ -126,11 +129,18 @@ plan::ChunkPlan bulkPair() {
     prog.outputChunks = 6;
     plan::Lane copies{0, {}};
     for (uint64_t c = 0; c < 3; ++c)
-      copies.steps.push_back(plan::Step{Op::kCopy, -1, -1, {plan::kInput, c},
-                                        {plan::kOutput, 3 * static_cast<uint64_t>(r) + c}, 1, {}});
-    plan::Lane exchange{0, {plan::Step{Op::kSend, peer, -1, {plan::kInput, 0}, {}, 3, {}},
-                            plan::Step{Op::kRecv, -1, peer, {},
-                                       {plan::kOutput, 3 * static_cast<uint64_t>(peer)}, 3, {}}}};
+      copies.steps.push_back(plan::Step{Op::kCopy,
+                                        -1,
+                                        -1,
+                                        {plan::kInput, c},
+                                        {plan::kOutput, 3 * static_cast<uint64_t>(r) + c},
+                                        1,
+                                        {}});
+    plan::Lane exchange{
+        0,
+        {plan::Step{Op::kSend, peer, -1, {plan::kInput, 0}, {}, 3, {}},
+         plan::Step{
+             Op::kRecv, -1, peer, {}, {plan::kOutput, 3 * static_cast<uint64_t>(peer)}, 3, {}}}};
     prog.lanes = {copies, exchange};
     p.programs.push_back(prog);
   }

@@ -1,5 +1,3 @@
-#include "synth/pack/pack_plan.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include "src/common/error.h"
 #include "synth/model/bounds.h"
 #include "synth/model/simulator.h"
+#include "synth/pack/pack_plan.h"
 #include "synth/search/link_load.h"
 #include "synth/search/ring_plan.h"
 
@@ -42,8 +41,8 @@ std::string label(const std::vector<int>& gpus) {
 // it after rounding to chunks, and it never loses to the best rings.
 TEST(Pack, FragmentedDgx1ReachesTheMaxFlowOptimum) {
   const std::vector<std::vector<int>> subsets = {
-      {0, 1, 2}, {0, 1, 4, 5}, {1, 2, 5, 6}, {0, 1, 2, 3, 4}, {2, 3, 4, 5, 6},
-      {0, 1, 2, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {1, 2, 3, 4, 6, 7}};
+      {0, 1, 2},       {0, 1, 4, 5},       {1, 2, 5, 6},       {0, 1, 2, 3, 4},
+      {2, 3, 4, 5, 6}, {0, 1, 2, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {1, 2, 3, 4, 6, 7}};
   for (const auto& gpus : subsets) {
     const Fabric f = dgx1(gpus);
     const int n = f.nranks;
@@ -124,8 +123,7 @@ TEST(Pack, BeatsRingsWhereRingsCrossABottleneckTwice) {
   };
   for (const Case& c : {Case{"ndv2-x2", 25.0, 40.0 / 3}, Case{"pcie-8gpu", 13.71, 80.0 / 7}}) {
     const Fabric f = goldenFabric(c.name);
-    const double ringAg =
-        bottleneckAlgBw(ringPlan(Collective::kAllGather, searchRings(f)), f);
+    const double ringAg = bottleneckAlgBw(ringPlan(Collective::kAllGather, searchRings(f)), f);
     const double packAg = bottleneckAlgBw(packPlan(Collective::kAllGather, f), f);
     EXPECT_NEAR(ringAg, c.ring, 1e-6) << c.name;
     EXPECT_NEAR(packAg, c.pack, 0.01) << c.name;
@@ -241,8 +239,7 @@ TEST(Pack, ChoosingTheJobLayoutInTheSimulator) {
   o.balanceRounds = 1;
   o.oldLayouts = true;
   const Bound bound = lowerBound(Collective::kReduceScatter, f, kGiB);
-  EXPECT_GE(bound.timeUs /
-                simulate(packPlan(Collective::kReduceScatter, f, 0, o), kGiB, f).timeUs,
+  EXPECT_GE(bound.timeUs / simulate(packPlan(Collective::kReduceScatter, f, 0, o), kGiB, f).timeUs,
             0.995);
 }
 
@@ -265,9 +262,9 @@ TEST(Pack, AllReduceAsReduceScatterThenAllGather) {
     EXPECT_GE(bottleneckAlgBw(p.plan, f), 0.97 * f.nranks * 0.5 * allGatherCutRate(f)) << name;
     if (std::string(name) == "pcie-8gpu") {
       const uint64_t kGiB = 1ull << 30;
-      EXPECT_GE(lowerBound(Collective::kAllReduce, f, kGiB).timeUs /
-                    simulate(p.plan, kGiB, f).timeUs,
-                0.99);
+      EXPECT_GE(
+          lowerBound(Collective::kAllReduce, f, kGiB).timeUs / simulate(p.plan, kGiB, f).timeUs,
+          0.99);
     }
   }
   {
@@ -297,11 +294,11 @@ TEST(Pack, AllReduceAsReduceScatterThenAllGather) {
 }
 
 TEST(Pack, EveryCollectiveVerifiesOnEveryReferenceMachine) {
-  for (const char* name : {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2",
-                           "dgx-a100-x2"}) {
+  for (const char* name :
+       {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2", "dgx-a100-x2"}) {
     const Fabric f = goldenFabric(name);
-    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter,
-                         Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce}) {
+    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce,
+                         Collective::kBroadcast, Collective::kReduce}) {
       const plan::ChunkPlan cp = packPlan(c, f, f.nranks / 2);
       EXPECT_EQ(verifyAtCounts(cp, {1, 2}), "") << name;
       EXPECT_GT(bottleneckAlgBw(cp, f), 0) << name;
@@ -312,8 +309,8 @@ TEST(Pack, EveryCollectiveVerifiesOnEveryReferenceMachine) {
 TEST(Pack, SmallFullyConnectedFabrics) {
   for (int n : {1, 2, 3, 5}) {
     const Fabric f = fullyConnectedFabric(n, 10);
-    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter,
-                         Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce})
+    for (Collective c : {Collective::kAllGather, Collective::kReduceScatter, Collective::kAllReduce,
+                         Collective::kBroadcast, Collective::kReduce})
       EXPECT_EQ(verifyAtCounts(packPlan(c, f, n - 1)), "") << n;
     if (n > 1) {
       // Each root's data reaches the other n-1 ranks over n-1 links of 10 GB/s into each rank.

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "src/common/error.h"
 #include "search_test_util.h"
+#include "src/common/error.h"
 #include "synth/model/bounds.h"
 #include "synth/search/link_load.h"
 
@@ -19,8 +19,8 @@ const Collective kRingColls[] = {Collective::kAllGather, Collective::kReduceScat
                                  Collective::kReduce};
 
 TEST(RingPlan, EveryCollectiveVerifiesOnEveryReferenceMachine) {
-  for (const char* name : {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2",
-                           "dgx-a100-x2"}) {
+  for (const char* name :
+       {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2", "dgx-a100-x2"}) {
     const Fabric f = goldenFabric(name);
     const auto rings = searchRings(f);
     for (Collective c : kRingColls) {

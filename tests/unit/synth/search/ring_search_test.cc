@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "src/common/error.h"
 #include "search_test_util.h"
+#include "src/common/error.h"
 
 namespace weft::synth {
 namespace {

@@ -15,10 +15,9 @@
 namespace weft::synth::test {
 
 inline Fabric goldenFabric(const std::string& name, const FabricOptions& options = {}) {
-  return fabricFromTopology(
-      topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) + "/tests/golden/topologies/" + name +
-                             ".xml"),
-      options);
+  return fabricFromTopology(topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) +
+                                                   "/tests/golden/topologies/" + name + ".xml"),
+                            options);
 }
 
 // The smallest API count the plan splits into whole chunks.
@@ -30,7 +29,8 @@ inline uint64_t baseCount(const plan::ChunkPlan& cp) {
 // Instantiates the plan at 1x, 2x and 5x its base count and runs the verifier (out of place and,
 // when the plan allows it, in place) with small slices so every step is pipelined over several
 // FIFO slots. Returns "" or the first failure.
-inline std::string verifyAtCounts(const plan::ChunkPlan& cp, std::vector<uint64_t> mult = {1, 2, 5}) {
+inline std::string verifyAtCounts(const plan::ChunkPlan& cp,
+                                  std::vector<uint64_t> mult = {1, 2, 5}) {
   for (uint64_t k : mult) {
     const uint64_t count = baseCount(cp) * k;
     plan::VerifyOptions vo;

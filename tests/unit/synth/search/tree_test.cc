@@ -1,11 +1,10 @@
-#include "synth/search/tree_search.h"
-
 #include <gtest/gtest.h>
 
-#include "src/common/error.h"
 #include "search_test_util.h"
+#include "src/common/error.h"
 #include "synth/search/forest_plan.h"
 #include "synth/search/link_load.h"
+#include "synth/search/tree_search.h"
 
 namespace weft::synth {
 namespace {
@@ -60,16 +59,16 @@ TEST(Trees, HostTreesCrossTheNetworkOncePerTree) {
 }
 
 TEST(Trees, AllreducePlansVerify) {
-  for (const char* name : {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2",
-                           "dgx-a100-x2"}) {
+  for (const char* name :
+       {"dgx1-v100", "dgx-a100", "dgx2", "pcie-8gpu", "ndv2-x2", "dgx-a100-x2"}) {
     const Fabric f = goldenFabric(name);
     const plan::ChunkPlan cp = treePlan(Collective::kAllReduce, searchTrees(f), 4);
     EXPECT_EQ(verifyAtCounts(cp, {1, 3}), "") << name;
     EXPECT_GT(bottleneckAlgBw(cp, f), 0) << name;
   }
   for (int n : {1, 2, 3, 5, 6})
-    EXPECT_EQ(verifyAtCounts(treePlan(Collective::kAllReduce,
-                                      searchTrees(fullyConnectedFabric(n, 5)), 3)),
+    EXPECT_EQ(verifyAtCounts(
+                  treePlan(Collective::kAllReduce, searchTrees(fullyConnectedFabric(n, 5)), 3)),
               "")
         << n;
 }
@@ -100,9 +99,9 @@ TEST(ForestPlan, EveryCollectiveOverHandMadeTrees) {
     EXPECT_EQ(verifyAtCounts(forestPlan(c, n, 2, 7, jobs, "forest")), "");
   }
   // Jobs that share directed pairs get different channels.
-  const auto ch = forestChannels(Collective::kBroadcast,
-                                 {{chainFrom(0), 0, 1, 0}, {chainFrom(0), 1, 1, 0},
-                                  {starFrom(1), 2, 1, 0}});
+  const auto ch =
+      forestChannels(Collective::kBroadcast,
+                     {{chainFrom(0), 0, 1, 0}, {chainFrom(0), 1, 1, 0}, {starFrom(1), 2, 1, 0}});
   EXPECT_NE(ch[0], ch[1]);
 }
 

@@ -21,10 +21,9 @@ namespace {
 Fabric dgx1(std::vector<int> gpus = {}) {
   FabricOptions o;
   o.gpus = std::move(gpus);
-  return fabricFromTopology(
-      topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) +
-                             "/tests/golden/topologies/dgx1-v100.xml"),
-      o);
+  return fabricFromTopology(topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) +
+                                                   "/tests/golden/topologies/dgx1-v100.xml"),
+                            o);
 }
 
 SelectionOptions fewSizes() {
@@ -70,9 +69,10 @@ TEST(SelectPlans, OnlyClearWinsCount) {
   // most; none is twice as fast.
   FabricOptions hostRanks;
   hostRanks.hostRanksPerHost = 4;
-  const Fabric f = fabricFromTopology(
-      topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) + "/tests/golden/topologies/build-vm.xml"),
-      hostRanks);
+  const Fabric f =
+      fabricFromTopology(topo::readTopologyFile(std::string(WEFT_SOURCE_DIR) +
+                                                "/tests/golden/topologies/build-vm.xml"),
+                         hostRanks);
   ASSERT_EQ(f.nranks, 4);
   SelectionOptions o = fewSizes();
   o.minGain = 0.5;

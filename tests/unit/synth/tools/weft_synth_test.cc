@@ -92,9 +92,9 @@ TEST_F(SynthTool, PackedAllGatherOnDgx1ReachesTheBound) {
   ASSERT_EQ(r.status, 0) << r.out;
   const std::vector<double> big = row(r.out, 1ull << 30);
   ASSERT_GE(big.size(), 8u) << r.out;
-  EXPECT_GE(big[5], 0.99) << r.out;  // bound / synthesized time
-  EXPECT_LE(big[5], 1.0) << r.out;   // never below the bound
-  EXPECT_GE(big[7], 0.999) << r.out; // not slower than the searched rings
+  EXPECT_GE(big[5], 0.99) << r.out;   // bound / synthesized time
+  EXPECT_LE(big[5], 1.0) << r.out;    // never below the bound
+  EXPECT_GE(big[7], 0.999) << r.out;  // not slower than the searched rings
   const plan::ChunkPlan cp = importAndVerify(dir + "/ag");
   EXPECT_EQ(cp.coll, plan::Collective::kAllGather);
   EXPECT_EQ(cp.nranks, 8);
@@ -108,8 +108,8 @@ TEST_F(SynthTool, FragmentedDgx1PlansImportVerifyAndBeatTheRing) {
   for (const char* coll : {"reducescatter", "allreduce"}) {
     SCOPED_TRACE(coll);
     const std::string prefix = dir + "/" + coll;
-    const ToolRun r = run("--topo " + topo("dgx1-v100.xml") + " --gpus 0,1,2,4,5 --coll " +
-                          coll + " --sizes 64M:1G:16 --out " + prefix);
+    const ToolRun r = run("--topo " + topo("dgx1-v100.xml") + " --gpus 0,1,2,4,5 --coll " + coll +
+                          " --sizes 64M:1G:16 --out " + prefix);
     ASSERT_EQ(r.status, 0) << r.out;
     for (uint64_t bytes : {64ull << 20, 1ull << 30}) {
       const std::vector<double> v = row(r.out, bytes);
@@ -122,9 +122,9 @@ TEST_F(SynthTool, FragmentedDgx1PlansImportVerifyAndBeatTheRing) {
 }
 
 TEST_F(SynthTool, HostRanksOfABuildMachine) {
-  const ToolRun r = run("--topo " + topo("build-vm.xml") +
-                        " --ranks 4 --coll allreduce --method ring --sizes 1K:1M:32 --out " + dir +
-                        "/vm");
+  const ToolRun r =
+      run("--topo " + topo("build-vm.xml") +
+          " --ranks 4 --coll allreduce --method ring --sizes 1K:1M:32 --out " + dir + "/vm");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find(": 4 ranks"), std::string::npos) << r.out;
   EXPECT_EQ(row(r.out, 1024).size(), 9u) << r.out;  // allreduce has a built-in tree column
@@ -132,9 +132,9 @@ TEST_F(SynthTool, HostRanksOfABuildMachine) {
 }
 
 TEST_F(SynthTool, ExactMethodWhereZ3IsBuilt) {
-  const ToolRun r = run("--topo " + topo("dgx1-v100.xml") +
-                        " --coll allgather --method exact --sizes 1G --timeout 30 --out " + dir +
-                        "/exact");
+  const ToolRun r =
+      run("--topo " + topo("dgx1-v100.xml") +
+          " --coll allgather --method exact --sizes 1G --timeout 30 --out " + dir + "/exact");
 #ifdef WEFT_SYNTH_HAVE_Z3
   ASSERT_EQ(r.status, 0) << r.out;
   // SCCL's bandwidth-optimal (3, 7, 6) schedule: at the cut bound.
