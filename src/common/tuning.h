@@ -35,7 +35,7 @@ struct Tuning {
   uint64_t streamAllReduceBytes = 33554432;  // WEFT_STREAM_ALLREDUCE_BYTES
   uint64_t streamLandedBytes = 8388608;      // WEFT_STREAM_LANDED_BYTES
 
-  // --- Waiting (src/exec/wait.cc, src/common/futex.cc).
+  // --- Waiting (src/exec/wait.cc, src/common/doorbell.cc).
   uint64_t spinNs = 200000;     // WEFT_SPIN_US
   uint64_t yieldNs = 1000000;   // WEFT_YIELD_US
   uint64_t holdNs = 50000;      // WEFT_HOLD_US; 0: ranks that share a core always yield

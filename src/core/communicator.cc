@@ -5,8 +5,8 @@
 #include <optional>
 #include <sstream>
 
+#include "src/common/doorbell.h"
 #include "src/common/env.h"
-#include "src/common/futex.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 #include "src/core/cpu_placement.h"

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <bit>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/common/log.h"
 
 namespace weft {

@@ -12,7 +12,7 @@
 #include <cstdint>
 
 #include "src/common/clock.h"
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/exec/work.h"
 
 namespace weft::exec {

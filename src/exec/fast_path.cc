@@ -9,7 +9,7 @@
 #include <array>
 #include <cstring>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/common/reduce.h"
 #include "src/exec/executor.h"
 #include "src/exec/lower.h"

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "src/common/clock.h"
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/exec/core_hold.h"
 #include "src/exec/executor.h"
 #include "src/exec/task_set.h"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "src/common/datatype.h"
+#include "src/common/doorbell.h"
 #include "src/common/error.h"
-#include "src/common/futex.h"
 #include "src/common/tuning.h"
 #include "src/plan/plan.h"
 #include "transports/base/connection.h"

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/common/tuning.h"
 #include "transports/base/transport.h"
 #include "transports/registry.h"

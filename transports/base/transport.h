@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "src/common/tuning.h"
 #include "transports/base/connection.h"
 

@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 #include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
 #include "transports/shm/peer_maps.h"

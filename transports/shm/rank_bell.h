@@ -1,4 +1,4 @@
-// Each rank's doorbell (src/common/futex.h) lives in shared memory, so peers of any transport
+// Each rank's doorbell (src/common/doorbell.h) lives in shared memory, so peers of any transport
 // on its host can ring it; and the names of a communicator's shared-memory segments.
 #pragma once
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 
 namespace weft::transport {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "src/bootstrap/socket.h"
+#include "src/common/doorbell.h"
 #include "src/common/error.h"
-#include "src/common/futex.h"
 #include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
 #include "transports/tcp/engine.h"

@@ -1,5 +1,7 @@
 // Doorbells between two processes: no wake-up is lost, with the asymmetric (membarrier) fence
 // where the kernel has it and with a fence per ring otherwise.
+#include "src/common/doorbell.h"
+
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -11,7 +13,6 @@
 #include <random>
 
 #include "src/common/clock.h"
-#include "src/common/futex.h"
 
 namespace weft {
 namespace {

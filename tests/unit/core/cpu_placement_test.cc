@@ -7,7 +7,7 @@
 
 #include <thread>
 
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 
 namespace weft {
 namespace {

@@ -1,4 +1,4 @@
-#include "src/common/futex.h"
+#include "src/common/doorbell.h"
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
