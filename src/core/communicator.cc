@@ -63,6 +63,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.rank = rank;
   ctx_.nranks = nranks;
   ctx_.selfBell = bell_->bell();
+  ctx_.tuning = &tuning_;  // the transports' switches and settings (NCCL_SOCKET_IFNAME, ...)
   transport::publishEndpoints(&ctx_, &infos[rank].peer);
   infos[rank].slotBytes = tuning_.slotBytes;
   infos[rank].slots = tuning_.slots;
@@ -116,7 +117,6 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
   tuning_.slotBytes = ctx_.slotBytes;
   tuning_.slots = ctx_.slots;
-  ctx_.tuning = &tuning_;
   synthMode_ = infos[0].synthMode;
   ctx_.timeout = tuning_.timeout;
   sendSeq_.assign(nranks, 0);

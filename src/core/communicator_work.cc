@@ -28,6 +28,17 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
+// What a call computes, as a plan's spec.
+plan::Spec specOf(const Call& call, int nranks) {
+  plan::Spec spec;
+  spec.coll = call.coll;
+  spec.nranks = nranks;
+  spec.root = call.root;
+  spec.count = call.count;
+  spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
+  return spec;
+}
+
 }  // namespace
 
 const plan::Plan& Communicator::planFor(const plan::Spec& spec, const select::Choice& choice,
@@ -62,12 +73,7 @@ uint32_t Communicator::collectiveTag(uint64_t seq, const Call& c) {
 }
 
 std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bool* inPlaceOut) {
-  plan::Spec spec;
-  spec.coll = call.coll;
-  spec.nranks = nranks_;
-  spec.root = call.root;
-  spec.count = call.count;
-  spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
+  const plan::Spec spec = specOf(call, nranks_);
   const bool inPlace = inPlaceCall(call, rank_, spec.elemSize);
   *inPlaceOut = inPlace;
   const bool scalesInput = call.op >= kNumBuiltinOps ||
@@ -116,12 +122,7 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   w.keep.reset();
   w.byReference = true;
   w.scalar = Scalar{};
-  plan::Spec spec;
-  spec.coll = call.coll;
-  spec.nranks = nranks_;
-  spec.root = call.root;
-  spec.count = call.count;
-  spec.elemSize = static_cast<uint32_t>(dataTypeSize(call.type));
+  const plan::Spec spec = specOf(call, nranks_);
   bool inPlace = false;
   w.plan = planForCall(call, &inPlace);
   const plan::Plan& p = *w.plan;
