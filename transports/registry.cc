@@ -33,8 +33,7 @@ Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tunin
 }
 
 void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
-  const Tuning defaults;
-  const Tuning& tuning = ctx->tuning ? *ctx->tuning : defaults;
+  const Tuning& tuning = tuningOr(ctx->tuning);
   for (Transport* t : transports())
     if (t->enabled(tuning)) t->publish(ctx, self);
 }

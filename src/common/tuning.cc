@@ -95,6 +95,11 @@ Tuning Tuning::fromEnvironment() {
   return t;
 }
 
+const Tuning& defaultTuning() {
+  static const Tuning kDefaults;
+  return kDefaults;
+}
+
 uint64_t Tuning::rendezvousBytes(bool rewritesWhatItSends) const {
   if (rendezvousSetting >= 0) return static_cast<uint64_t>(rendezvousSetting);
   return sharedCores || rewritesWhatItSends ? 32768 : 4096;

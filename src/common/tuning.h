@@ -105,4 +105,10 @@ struct Tuning {
   std::string describe() const;
 };
 
+// The knob registry's defaults (a constant): for what runs without a communicator's Tuning.
+const Tuning& defaultTuning();
+
+// `t`, or the defaults where it is null.
+inline const Tuning& tuningOr(const Tuning* t) { return t ? *t : defaultTuning(); }
+
 }  // namespace weft

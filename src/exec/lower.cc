@@ -123,18 +123,13 @@ Store storeOf(const StorePolicy& p, bool streams, const plan::Ref& dst, const ch
 
 }  // namespace
 
-const Tuning& tuningOf(const Tuning* t) {
-  static const Tuning kDefaults;  // constant: the knob registry's defaults
-  return t ? *t : kDefaults;
-}
-
 uint64_t nextWorkStamp() {
   static std::atomic<uint64_t> last{0};
   return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void lower(const Work& w, Lowered* out) {
-  const Tuning& t = tuningOf(w.tuning);
+  const Tuning& t = tuningOr(w.tuning);
   Lowered& L = *out;
   L.stamp = w.stamp;
   L.elemSize = dataTypeSize(w.type);
@@ -191,7 +186,7 @@ void lower(const Work& w, Lowered* out) {
 StraightShape lowerStraight(const Work& w) {
   StraightShape shape;
   shape.stamp = w.stamp;
-  shape.sharedCores = tuningOf(w.tuning).sharedCores;
+  shape.sharedCores = tuningOr(w.tuning).sharedCores;
   if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return shape;
   const auto& lanes = w.program->lanes;
   const uint64_t es = dataTypeSize(w.type);

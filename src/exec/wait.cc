@@ -40,7 +40,7 @@ RunResult run(std::vector<Task>& tasks, std::chrono::milliseconds timeout, RunSc
   if (!set.start()) return set.error();
   // One rank per thread sleeps on its own doorbell; a thread driving several ranks naps briefly.
   Doorbell* bell = tasks.size() == 1 ? tasks[0].bell : nullptr;
-  const Tuning& tuning = tuningOf(tasks.empty() ? nullptr : tasks[0].tuning);
+  const Tuning& tuning = tuningOr(tasks.empty() ? nullptr : tasks[0].tuning);
   CoreHold core(bell, bell ? tasks[0].cores : nullptr, tuning.holdNs);
   Backoff backoff(tuning.sharedCores, tuning.spinNs, tuning.yieldNs);
   // The clock is read only once spinning is over: a progressing run never reads it.

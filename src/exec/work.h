@@ -108,7 +108,4 @@ struct RunResult {
   int failedTask = -1;
 };
 
-// The tuning a Work or Task names, or the defaults.
-const Tuning& tuningOf(const Tuning* t);
-
 }  // namespace weft::exec

@@ -51,8 +51,7 @@ class ShmTransport : public Transport {
     // Large slices of ncclMemAlloc'd buffers are read in place through a mapping of the
     // sender's memfd. process_vm_readv for any other memory measured slower than copying
     // through slots on this VM (perf/README.md), so it is opt-in.
-    const Tuning defaults;
-    const Tuning& tuning = ctx.tuning ? *ctx.tuning : defaults;
+    const Tuning& tuning = tuningOr(ctx.tuning);
     RemoteMode remote = RemoteMode::kNone;
     if (tuning.shmCma)
       remote = RemoteMode::kCma;

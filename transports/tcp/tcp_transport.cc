@@ -17,11 +17,6 @@ namespace {
 using tcp::Published;
 using tcp::publishedBy;
 
-const Tuning& tuningOf(const ConnectContext& ctx) {
-  static const Tuning kDefaults;  // constant: the knob registry's defaults
-  return ctx.tuning ? *ctx.tuning : kDefaults;
-}
-
 class TcpTransport : public Transport {
  public:
   const char* name() const override { return "tcp"; }
@@ -36,7 +31,7 @@ class TcpTransport : public Transport {
   }
 
   void publish(ConnectContext* ctx, PeerInfo* self) override {
-    const Tuning& tuning = tuningOf(*ctx);
+    const Tuning& tuning = tuningOr(ctx->tuning);
     bootstrap::SocketAddress addr;
     try {
       addr = tcp::Engine::get().listenAddress(tuning);
@@ -68,7 +63,7 @@ class TcpTransport : public Transport {
     p.slotBytes = ctx.slotBytes;
     p.active = ctx.rank < peer;
     const Published mine = publishedBy(me), theirs = publishedBy(other);
-    const Tuning& tuning = tuningOf(ctx);
+    const Tuning& tuning = tuningOr(ctx.tuning);
     p.sockets = p.active ? mine.sockets : theirs.sockets;
     p.minPart = tuning.tcpMinPart;
     p.bell = ctx.selfBell;
