@@ -1,5 +1,5 @@
 // Transports: each says whether it can link two ranks, then builds Connections. The registry
-// tries them in priority order (NCCL's canConnect / connect split).
+// (transports/registry.h) tries them in priority order (NCCL's canConnect / connect split).
 #pragma once
 #include <chrono>
 #include <cstdint>
