@@ -186,17 +186,30 @@ WEFT_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   });
 }
 
+// How long ncclCommAbort waits for another thread's call on the communicator to see the abort.
+constexpr std::chrono::milliseconds kAbortWait{10000};
+
 static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
   if (comm->magic.load() != ncclComm::kLive)
     fail(Status::kInvalidArgument, "communicator was already destroyed or is invalid");
   if (comm->initThread.joinable()) comm->initThread.join();
   comm->magic.store(ncclComm::kDead);
-  if (comm->impl) {
-    if (abortFirst) comm->impl->abort();
-    delete comm->impl;
-    comm->impl = nullptr;
+  core::Communicator* impl = comm->impl;
+  comm->impl = nullptr;
+  if (!impl) return Status::kSuccess;
+  if (abortFirst) impl->abort();
+  // A call of another thread may still run on it (a watchdog aborting a blocked collective):
+  // it sees the abort flag and returns within the executor's longest sleep; a destroy waits
+  // for calls to finish as they would. What such a call uses is freed only once it has left.
+  const auto wait = abortFirst ? kAbortWait : impl->tuning().timeout;
+  if (!impl->waitForRuns(wait)) {
+    WEFT_WARN(INIT, "%s: a call on rank %d still runs after %lld ms; its resources stay allocated",
+              abortFirst ? "ncclCommAbort" : "ncclCommDestroy", impl->rank(),
+              static_cast<long long>(wait.count()));
+    return Status::kSuccess;
   }
+  delete impl;
   return Status::kSuccess;
 }
 

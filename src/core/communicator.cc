@@ -4,7 +4,9 @@
 #include <cstring>
 #include <optional>
 #include <sstream>
+#include <thread>
 
+#include "src/common/clock.h"
 #include "src/common/doorbell.h"
 #include "src/common/env.h"
 #include "src/common/log.h"
@@ -344,6 +346,15 @@ void Communicator::recordError(Status st, const std::string& message) {
 std::string Communicator::lastError() const {
   std::lock_guard<std::mutex> lock(errMu_);
   return lastError_;
+}
+
+bool Communicator::waitForRuns(std::chrono::milliseconds timeout) const {
+  const Deadline deadline(timeout);
+  while (runs_.load(std::memory_order_acquire) != 0) {
+    if (deadline.expired()) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
 }
 
 void Communicator::abort() {

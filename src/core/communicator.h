@@ -85,6 +85,14 @@ class Communicator : public exec::ConnectionSource {
   void abort();
   const std::atomic<bool>* abortFlag() const { return &aborted_; }
 
+  // Runs of this communicator's work in progress (a call blocked in the executor, a stream's
+  // queued call): Abort and Destroy wait for them to leave before freeing what they use. A run
+  // that sees the abort flag returns within the executor's longest sleep.
+  void enterRun() { runs_.fetch_add(1, std::memory_order_acq_rel); }
+  void leaveRun() { runs_.fetch_sub(1, std::memory_order_acq_rel); }
+  // Waits up to `timeout` for every run to leave; false if one is still inside.
+  bool waitForRuns(std::chrono::milliseconds timeout) const;
+
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);
   void deregisterBuffer(void* handle);
@@ -183,6 +191,7 @@ class Communicator : public exec::ConnectionSource {
 
   std::atomic<Status> asyncError_{Status::kSuccess};
   std::atomic<bool> aborted_{false};
+  std::atomic<int> runs_{0};
   mutable std::mutex errMu_;
   std::string lastError_;
 };

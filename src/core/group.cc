@@ -120,9 +120,27 @@ void openLinksOfFailedCalls(const exec::Task& task, Communicator* comm) {
   }
 }
 
+// Marks a run of these communicators' work in progress for its lifetime: Abort or Destroy from
+// another thread waits for it to leave (Communicator::enterRun) before freeing what it uses.
+class Running {
+ public:
+  explicit Running(const std::vector<Communicator*>& comms) : comms_(comms) {
+    for (Communicator* comm : comms_) comm->enterRun();
+  }
+  ~Running() {
+    for (Communicator* comm : comms_) comm->leaveRun();
+  }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+
+ private:
+  const std::vector<Communicator*>& comms_;
+};
+
 // `scratch`: the calling thread's, or null on a stream's thread (exec::run has its own).
 Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comms, std::string* why,
                 exec::RunScratch* scratch = nullptr) {
+  const Running running(comms);
   auto timeout = comms.front()->tuning().timeout;
   for (auto* c : comms) timeout = std::max(timeout, c->tuning().timeout);
   exec::RunResult r = scratch ? exec::run(tasks, timeout, *scratch) : exec::run(tasks, timeout);
@@ -164,6 +182,7 @@ Status runBlockingCollective(const Call& call, std::string* why, ThreadCalls& th
     return e.code();
   }
   const bool pooled = w.keep != nullptr;
+  const Running running(r.comms);  // to the end: the scratch goes back to the communicator's pool
   Status st = runTasks(r.tasks, r.comms, why, &thread.scratch);
   w.keep.reset();  // scratch back to its pool now
   r.last = call;
