@@ -1,4 +1,6 @@
 // Collectives, point-to-point, groups and reduction-op entry points.
+#include <cstring>
+
 #include "src/api/handle.h"
 #include "src/common/datatype.h"
 #include "src/core/group.h"
@@ -90,9 +92,20 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
   return core::submit(call, why);
 }
 
+// The value a caller passed for an enum parameter, read as its bytes: a value outside the enum's
+// range (an invalid datatype, say) is checked later, never loaded as the enum (undefined).
+template <typename Enum>
+int rawValue(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "NCCL's enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 ncclResult_t collective(const char* fn, Collective coll, const void* send, void* recv, size_t count,
-                        ncclDataType_t type, int op, int root, ncclComm_t comm, cudaStream_t stream,
-                        bool isSend = false) {
+                        ncclDataType_t datatype, int op, int root, ncclComm_t comm,
+                        cudaStream_t stream, bool isSend = false) {
+  const auto type = static_cast<DataType>(rawValue(datatype));
   // A blocking call repeating the thread's last one goes straight through when it can complete
   // at once (core::repeatStraight): its arguments were checked then, and only the handle's
   // state can have changed since.
@@ -104,7 +117,7 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                                         .send = send,
                                         .recv = recv,
                                         .count = count,
-                                        .type = static_cast<DataType>(type),
+                                        .type = type,
                                         .op = op,
                                         .root = root},
                              &st))
@@ -118,7 +131,7 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                  .send = send,
                  .recv = recv,
                  .count = count,
-                 .type = static_cast<DataType>(type),
+                 .type = type,
                  .op = op,
                  .root = root,
                  .isSend = isSend,
