@@ -32,9 +32,13 @@ const std::vector<Knob>& knobs() {
       {"NCCL_COMM_ID", "WEFT_COMM_ID", "", "ip:port of the bootstrap root instead of a random id"},
       {"NCCL_SOCKET_IFNAME", "WEFT_SOCKET_IFNAME", "",
        "interfaces for bootstrap sockets (prefix, ^exclude, =exact)"},
-      {"WEFT_TIMEOUT_MS", nullptr, "300000", "timeout of every blocking wait, in milliseconds"},
+      {"WEFT_TIMEOUT_MS", nullptr, "60000",
+       "milliseconds a collective, a point-to-point call or a bootstrap exchange after init may "
+       "go without progress before it fails with ncclRemoteError naming the rank, the peer it "
+       "waited for and the operation (a large call that keeps moving never times out)"},
       {"WEFT_BOOTSTRAP_TIMEOUT_MS", nullptr, "120000",
-       "timeout of bootstrap rendezvous, in milliseconds"},
+       "milliseconds communicator init (the rendezvous at the root and the ring of bootstrap "
+       "connections) may take before it fails naming the ranks still missing"},
       {"WEFT_SLOT_BYTES", nullptr, "131072", "bytes per FIFO slot (pipelining slice)"},
       {"WEFT_SLOTS", nullptr, "8", "slots per connection FIFO and direction"},
       {"WEFT_RDV_BYTES", nullptr, "auto",

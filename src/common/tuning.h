@@ -18,8 +18,8 @@ struct Tuning {
   bool sharedCores = false;  // they outnumber the CPUs they may run on together
 
   // --- Timeouts.
-  std::chrono::milliseconds timeout{300000};           // WEFT_TIMEOUT_MS: every blocking wait
-  std::chrono::milliseconds bootstrapTimeout{120000};  // WEFT_BOOTSTRAP_TIMEOUT_MS
+  std::chrono::milliseconds timeout{60000};            // WEFT_TIMEOUT_MS: a wait without progress
+  std::chrono::milliseconds bootstrapTimeout{120000};  // WEFT_BOOTSTRAP_TIMEOUT_MS: a rendezvous
 
   // --- Slot FIFOs (rank 0's geometry wins at init).
   uint64_t slotBytes = 131072;  // WEFT_SLOT_BYTES

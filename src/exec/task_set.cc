@@ -1,5 +1,7 @@
 #include "src/exec/task_set.h"
 
+#include <string>
+
 namespace weft::exec {
 namespace {
 
@@ -19,6 +21,14 @@ std::vector<TaskState>& reusedStates(std::vector<TaskState>& states, size_t task
 bool waitsInVain(transport::Connection* c, bool receiving) {
   uint32_t bytes = 0, tag = 0;
   return receiving ? c->recvSlot(&bytes, &tag) == nullptr : c->sendSlot() == nullptr;
+}
+
+// "allreduce of 1024 float (ring)": what a Work runs, for messages.
+std::string describe(const Work& w) {
+  if (!w.plan) return "a call";
+  const plan::Spec& spec = w.plan->spec;
+  return std::string(plan::collectiveName(spec.coll)) + " of " + std::to_string(spec.count) +
+         " " + dataTypeName(w.type) + " (" + w.plan->algorithm + ")";
 }
 
 }  // namespace
@@ -138,11 +148,14 @@ RunResult TaskSet::timedOut(std::chrono::milliseconds timeout) const {
   for (size_t i = 0; i < tasks_.size(); ++i) {
     if (!states_[i].running) continue;
     const Stall& s = states_[i].stall;
+    const Work& w = tasks_[i].units[states_[i].unit];
     return {Status::kRemoteError,
-            "rank " + std::to_string(tasks_[i].units[states_[i].unit].rank) + " timed out after " +
-                std::to_string(timeout.count()) + " ms waiting for rank " + std::to_string(s.peer) +
-                " (lane " + std::to_string(s.lane) +
-                "): a peer did not call the matching operation, or is stuck",
+            "rank " + std::to_string(w.rank) + " timed out after " +
+                std::to_string(timeout.count()) + " ms without progress in " + describe(w) +
+                ", waiting for rank " + std::to_string(s.peer) + " (lane " +
+                std::to_string(s.lane) +
+                "): a peer did not call the matching operation, or is stuck (WEFT_TIMEOUT_MS "
+                "sets the limit)",
             static_cast<int>(i)};
   }
   return {};
