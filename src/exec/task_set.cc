@@ -27,8 +27,8 @@ bool waitsInVain(transport::Connection* c, bool receiving) {
 std::string describe(const Work& w) {
   if (!w.plan) return "a call";
   const plan::Spec& spec = w.plan->spec;
-  return std::string(plan::collectiveName(spec.coll)) + " of " + std::to_string(spec.count) +
-         " " + dataTypeName(w.type) + " (" + w.plan->algorithm + ")";
+  return std::string(plan::collectiveName(spec.coll)) + " of " + std::to_string(spec.count) + " " +
+         dataTypeName(w.type) + " (" + w.plan->algorithm + ")";
 }
 
 }  // namespace
