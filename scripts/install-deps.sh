@@ -6,6 +6,9 @@ pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml
       clang-format  # the tree's formatting is checked (tests/lint)
       iproute2  # ip/tc for the network-namespace tests (label netns)
       libz3-dev)  # Z3 for exact synthesis (synth/solver; skipped when absent)
+# trainers/: OpenBLAS GEMMs, zlib, the KJV text and Fashion-MNIST read at run time, and PyTorch
+# for the reference check (tests/trainers; skipped when absent).
+pkgs+=(libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist python3-torch)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
