@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,10 +43,12 @@ void train(const TrainOptions& o, Model& model, AdamW<T>& optimizer, uint64_t se
            StepFn forward_backward, EvalFn evaluate) {
   std::unique_ptr<std::ofstream> csv;
   if (!o.csv.empty()) {
+    // A resumed run appends to the log of the run it continues.
     csv = std::make_unique<std::ofstream>(o.csv,
                                           optimizer.steps() > 0 ? std::ios::app : std::ios::trunc);
     if (!*csv) throw std::runtime_error("cannot write " + o.csv);
-    if (optimizer.steps() == 0) *csv << "step,loss,grad_norm,val_loss\n";
+    if (csv->tellp() == 0) *csv << "step,loss,grad_norm,val_loss\n";
+    *csv << std::setprecision(9);
   }
   std::vector<T>& params = model.params();
   std::vector<T>& grads = model.grads();
