@@ -3,8 +3,10 @@
 #include "trainers/common/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -19,7 +21,25 @@
 namespace weft::trainers {
 namespace {
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/" + name; }
+// Scratch file names, per process so that runs from several build trees on one machine do not
+// share files; the files are removed when the object goes out of scope.
+class ScratchFiles {
+ public:
+  ScratchFiles() = default;
+  ScratchFiles(const ScratchFiles&) = delete;
+  ScratchFiles& operator=(const ScratchFiles&) = delete;
+  ~ScratchFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  std::string path(const std::string& name) {
+    paths_.push_back(testing::TempDir() + "/weft_trainers_" + std::to_string(getpid()) + "_" +
+                     name);
+    return paths_.back();
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -54,6 +74,7 @@ std::vector<float> train(Gpt<float>& model, AdamW<float>& optimizer, int64_t unt
 }
 
 TEST(TrainersTensorFile, RoundTripKeepsEveryTypeAndTheBytes) {
+  ScratchFiles scratch;
   TensorFile file;
   file.set_meta("key", "value");
   const std::vector<float> f = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.5f};
@@ -65,7 +86,8 @@ TEST(TrainersTensorFile, RoundTripKeepsEveryTypeAndTheBytes) {
   file.add("i", {3}, i.data());
   file.add("l", {1}, l.data());
   EXPECT_THROW(file.add("f", {1}, f.data()), std::invalid_argument);
-  const std::string path = temp_path("round_trip.weft"), again = temp_path("round_trip2.weft");
+  const std::string path = scratch.path("round_trip.weft"),
+                    again = scratch.path("round_trip2.weft");
   file.save(path);
   const TensorFile loaded = TensorFile::load(path);
   EXPECT_EQ(*loaded.meta("key"), "value");
@@ -81,10 +103,11 @@ TEST(TrainersTensorFile, RoundTripKeepsEveryTypeAndTheBytes) {
 }
 
 TEST(TrainersTensorFile, DamagedFilesAreRefused) {
+  ScratchFiles scratch;
   TensorFile file;
   const std::vector<double> d(10, 1.0);
   file.add("d", {10}, d.data());
-  const std::string path = temp_path("damaged.weft");
+  const std::string path = scratch.path("damaged.weft");
   file.save(path);
   const std::string bytes = file_bytes(path);
   std::ofstream(path, std::ios::binary) << bytes.substr(0, bytes.size() - 3);
@@ -93,15 +116,16 @@ TEST(TrainersTensorFile, DamagedFilesAreRefused) {
   EXPECT_THROW(TensorFile::load(path), std::runtime_error);
   std::ofstream(path, std::ios::binary) << "NOTATENSORFILE";
   EXPECT_THROW(TensorFile::load(path), std::runtime_error);
-  EXPECT_THROW(TensorFile::load(temp_path("does_not_exist.weft")), std::runtime_error);
+  EXPECT_THROW(TensorFile::load(scratch.path("does_not_exist.weft")), std::runtime_error);
 }
 
 TEST(TrainersCheckpoint, SaveLoadSaveIsByteIdenticalAndResumingContinuesExactly) {
+  ScratchFiles scratch;
   Gpt<float> model(kConfig);
   model.initialize(5);
   AdamW<float> optimizer({}, model.table());
   const std::vector<float> straight_first = train(model, optimizer, 3);
-  const std::string path = temp_path("gpt_checkpoint.weft");
+  const std::string path = scratch.path("gpt_checkpoint.weft");
   make_checkpoint(model, optimizer, 5).save(path);
   const std::vector<float> straight_rest = train(model, optimizer, 6);
 
@@ -109,7 +133,7 @@ TEST(TrainersCheckpoint, SaveLoadSaveIsByteIdenticalAndResumingContinuesExactly)
   AdamW<float> fresh_optimizer({}, fresh.table());
   EXPECT_EQ(restore_checkpoint(TensorFile::load(path), fresh, fresh_optimizer), 5u);
   EXPECT_EQ(fresh_optimizer.steps(), 3);
-  const std::string again = temp_path("gpt_checkpoint_again.weft");
+  const std::string again = scratch.path("gpt_checkpoint_again.weft");
   make_checkpoint(fresh, fresh_optimizer, 5).save(again);
   EXPECT_EQ(file_bytes(path), file_bytes(again));
   const std::vector<float> resumed = train(fresh, fresh_optimizer, 6);

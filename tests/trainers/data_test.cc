@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -16,13 +17,32 @@
 namespace weft::trainers {
 namespace {
 
-std::string temp_path(const std::string& name) { return testing::TempDir() + "/" + name; }
+// Scratch file names, per process so that runs from several build trees on one machine do not
+// share files; the files are removed when the object goes out of scope.
+class ScratchFiles {
+ public:
+  ScratchFiles() = default;
+  ScratchFiles(const ScratchFiles&) = delete;
+  ScratchFiles& operator=(const ScratchFiles&) = delete;
+  ~ScratchFiles() {
+    for (const std::string& path : paths_) std::remove(path.c_str());
+  }
+  std::string path(const std::string& name) {
+    paths_.push_back(testing::TempDir() + "/weft_trainers_" + std::to_string(getpid()) + "_" +
+                     name);
+    return paths_.back();
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
 
 bool have_bible() { return std::system("command -v bible >/dev/null 2>&1") == 0; }
 
 TEST(TrainersData, KingJamesText) {
+  ScratchFiles scratch;
   if (!have_bible()) GTEST_SKIP() << "bible not found: apt-get install bible-kjv";
-  const std::string cache = temp_path("kjv_cache.txt");
+  const std::string cache = scratch.path("kjv_cache.txt");
   std::remove(cache.c_str());
   const std::string text = load_kjv_text(cache);
   EXPECT_GT(text.size(), 4000000u);
@@ -91,11 +111,12 @@ void write_gzip(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 TEST(TrainersData, IdxReaderOnSmallFiles) {
+  ScratchFiles scratch;
   // Two 2x3 images and their labels.
   std::vector<uint8_t> images = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3};
   for (int i = 0; i < 12; ++i) images.push_back(static_cast<uint8_t>(i * 20));
   const std::vector<uint8_t> labels = {0, 0, 8, 1, 0, 0, 0, 2, 7, 3};
-  const std::string ip = temp_path("images.gz"), lp = temp_path("labels.gz");
+  const std::string ip = scratch.path("images.gz"), lp = scratch.path("labels.gz");
   write_gzip(ip, images);
   write_gzip(lp, labels);
   const ImageSet set = read_idx_images(ip, lp);
@@ -121,7 +142,7 @@ TEST(TrainersData, IdxReaderOnSmallFiles) {
   short_labels.pop_back();
   write_gzip(lp, short_labels);
   EXPECT_THROW(read_idx_images(ip, lp), std::runtime_error);
-  EXPECT_THROW(read_idx_images(temp_path("missing.gz"), lp), std::runtime_error);
+  EXPECT_THROW(read_idx_images(scratch.path("missing.gz"), lp), std::runtime_error);
 }
 
 TEST(TrainersData, FashionMnist) {

@@ -3,6 +3,7 @@
 // gradients and the losses of ten AdamW steps with clipping; this test compares them with the C++
 // model's. Skipped where Debian's python3-torch is not installed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -85,14 +86,18 @@ void compare_with_torch(const std::string& tag, const Tolerances& tol) {
   const std::vector<int64_t> batch_shape = {steps, B, config.context};
   setup.add("input", batch_shape, inputs.data());
   setup.add("target", batch_shape, targets.data());
-  const std::string setup_path = testing::TempDir() + "/torch_setup_" + tag + ".weft";
-  const std::string result_path = testing::TempDir() + "/torch_result_" + tag + ".weft";
+  // Per process, so that runs from several build trees on one machine do not share files.
+  const std::string stem =
+      testing::TempDir() + "/weft_trainers_" + std::to_string(getpid()) + "_torch_" + tag;
+  const std::string setup_path = stem + "_setup.weft", result_path = stem + "_result.weft";
   setup.save(setup_path);
   std::remove(result_path.c_str());
   const std::string command = std::string("timeout 300 ") + WEFT_TORCH_PYTHON + " " +
                               WEFT_TORCH_REFERENCE_SCRIPT + " " + setup_path + " " + result_path;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const TensorFile reference = TensorFile::load(result_path);
+  std::remove(setup_path.c_str());
+  std::remove(result_path.c_str());
 
   AdamW<T> optimizer(adamw, model.table());
   std::vector<double> losses;

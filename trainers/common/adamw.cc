@@ -27,7 +27,7 @@ void scale_grads(T* g, size_t n, double coefficient) {
 
 template <typename T>
 AdamW<T>::AdamW(const AdamWConfig& config, const TensorTable& table, size_t begin, size_t end)
-    : config_(config), table_(&table), begin_(begin), end_(end) {
+    : config_(config), table_(table), begin_(begin), end_(end) {
   if (begin > end || end > table.total()) throw std::invalid_argument("AdamW: bad range");
   m_.assign(end - begin, T(0));
   v_.assign(end - begin, T(0));
@@ -45,7 +45,7 @@ void AdamW<T>::step(T* params, const T* grads) {
   const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1);
   const T one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
   const T eps = static_cast<T>(config_.eps);
-  for (const TensorInfo& t : table_->tensors()) {
+  for (const TensorInfo& t : table_.tensors()) {
     const size_t lo = std::max(begin_, t.offset), hi = std::min(end_, t.offset + t.size);
     if (lo >= hi) continue;
     const T decay = static_cast<T>(t.decay ? 1.0 - config_.lr * config_.weight_decay : 1.0);

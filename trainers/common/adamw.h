@@ -59,7 +59,7 @@ class AdamW {
 
  private:
   AdamWConfig config_;
-  const TensorTable* table_;
+  TensorTable table_;  // a copy: the optimizer outlives no model it was made for
   size_t begin_, end_;
   int64_t steps_ = 0;
   std::vector<T> m_, v_;
