@@ -217,6 +217,8 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
   if (comm->magic.load() != ncclComm::kLive)
     fail(Status::kInvalidArgument, "communicator was already destroyed or is invalid");
+  // An abort first unblocks the jobs of children still exchanging over this bootstrap.
+  if (abortFirst && comm->state.load() == 0 && comm->impl) comm->impl->abort();
   api::settleJobs(comm);
   comm->magic.store(ncclComm::kDead);
   core::Communicator* impl = comm->impl;

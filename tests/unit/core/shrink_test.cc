@@ -126,6 +126,29 @@ TEST_F(FiveRanks, RevokedCommunicatorRefusesCollectivesButShrinks) {
   for (auto c : shrunk) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
 }
 
+TEST(CommRevoke, EndsACallBlockedInAnotherThread) {
+  // Rank 0 blocks in an allreduce that rank 1 never joins; a revoke from another thread (a
+  // watchdog) makes it return an error, and the revoke itself succeeds once the call has left.
+  ncclComm_t comms[2] = {};
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  std::vector<float> buf(1 << 16, 1.0f);
+  ncclResult_t blocked = ncclSuccess;
+  std::thread caller([&] {
+    blocked = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comms[0],
+                            nullptr);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ncclCommRevoke(comms[0], NCCL_REVOKE_DEFAULT), ncclSuccess);
+  caller.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_NE(blocked, ncclSuccess);
+  ncclResult_t async = ncclInternalError;
+  ASSERT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
+  EXPECT_EQ(async, ncclSuccess);  // quiescent: ready to shrink or split
+  for (auto c : comms) EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+}
+
 TEST(CommShrink, DifferentExcludeListsFailInsteadOfHanging) {
   // Rank 2 excludes rank 1 where the others exclude rank 4: the offer of rank 0 (the lowest
   // survivor either way) does not match rank 2's list, and the others wait for rank 2 at the new
