@@ -68,10 +68,12 @@ Status startSideJob(ncclComm* comm, bool blocking, std::function<Status(std::str
   return Status::kInProgress;
 }
 
-// The bootstrap tag of shrink offers. One tag for all: a peer's messages arrive in order, so
+// Bootstrap tags of the shrink exchange. Fixed tags: a peer's messages arrive in order, so
 // successive shrinks pair up in call order, and an offer for another exclude list is recognised
 // (its hash differs) instead of being waited for under a tag never sent.
-constexpr int kShrinkTag = 0x5348524b;  // "SHRK"
+constexpr int kOfferTag = 0x5348524b;    // "SHRK": leader -> survivor, the new id
+constexpr int kAnswerTag = 0x53485241;   // survivor -> leader: the offer matches its own list
+constexpr int kVerdictTag = 0x53485256;  // leader -> survivor: every survivor answered yes
 
 // What the lowest surviving rank sends every other survivor.
 struct ShrinkOffer {
@@ -81,10 +83,81 @@ struct ShrinkOffer {
   bootstrap::UniqueIdBytes id;
 };
 
+// A survivor's answer, and the leader's verdict: kAgreed, or why not and which rank.
+struct ShrinkVote {
+  enum : int32_t { kAgreed = 0, kOtherList = 1, kUnreachable = 2 };
+  int32_t what = kAgreed;
+  int32_t rank = -1;
+};
+
 uint64_t hashRanks(const std::vector<int>& ranks) {
   uint64_t h = 1469598103934665603ull;
   for (int r : ranks) h = (h ^ static_cast<uint32_t>(r)) * 1099511628211ull;
   return h;
+}
+
+std::string voteText(const ShrinkVote& v) {
+  const std::string who = "rank " + std::to_string(v.rank);
+  return v.what == ShrinkVote::kOtherList
+             ? who + " passed another excludeRanksList (every remaining rank must pass the same)"
+             : who + " cannot be reached (exclude the ranks that failed)";
+}
+
+// The leader (lowest survivor) offers a new unique id to every other survivor, collects their
+// answers, and tells them all whether everyone agreed: any failure (an unreachable survivor,
+// another exclude list) fails the shrink on every survivor at once, instead of leaving the
+// others waiting at a rendezvous that cannot fill. Every wait is bounded by the parent's timeout.
+bootstrap::UniqueIdBytes agreeOnId(core::Communicator* parent, const std::vector<int>& survivors,
+                                   uint64_t excludedHash) {
+  bootstrap::Bootstrap& boot = parent->bootstrap();
+  const int me = parent->rank(), leader = survivors.front();
+  if (me != leader) {
+    ShrinkOffer offer{};
+    boot.recv(leader, kOfferTag, &offer, sizeof(offer));
+    ShrinkVote answer;
+    if (offer.survivors != survivors.size() || offer.excludedHash != excludedHash)
+      answer = {ShrinkVote::kOtherList, me};
+    boot.send(leader, kAnswerTag, &answer, sizeof(answer));
+    ShrinkVote verdict;
+    boot.recv(leader, kVerdictTag, &verdict, sizeof(verdict));
+    if (verdict.what != ShrinkVote::kAgreed)
+      fail(verdict.what == ShrinkVote::kOtherList ? Status::kInvalidUsage : Status::kRemoteError,
+           voteText(verdict));
+    return offer.id;
+  }
+  const ShrinkOffer offer{static_cast<uint32_t>(survivors.size()), 0, excludedHash,
+                          bootstrap::generateUniqueId(parent->tuning())};
+  std::vector<bool> reached(survivors.size(), false);
+  ShrinkVote verdict;
+  std::string why;
+  for (size_t i = 1; i < survivors.size(); ++i) try {
+      boot.send(survivors[i], kOfferTag, &offer, sizeof(offer));
+      reached[i] = true;
+    } catch (const Error& e) {
+      if (verdict.what == ShrinkVote::kAgreed) verdict = {ShrinkVote::kUnreachable, survivors[i]};
+      why += std::string(" ") + e.what();
+    }
+  for (size_t i = 1; i < survivors.size(); ++i) {
+    if (!reached[i]) continue;
+    ShrinkVote answer;
+    try {
+      boot.recv(survivors[i], kAnswerTag, &answer, sizeof(answer));
+    } catch (const Error& e) {
+      reached[i] = false;
+      answer = {ShrinkVote::kUnreachable, survivors[i]};
+      why += std::string(" ") + e.what();
+    }
+    if (verdict.what == ShrinkVote::kAgreed) verdict = answer;
+  }
+  for (size_t i = 1; i < survivors.size(); ++i) try {
+      if (reached[i]) boot.send(survivors[i], kVerdictTag, &verdict, sizeof(verdict));
+    } catch (const Error&) {
+      // It went away after answering: the new rendezvous finds that out.
+    }
+  if (verdict.what != ShrinkVote::kAgreed)
+    fail(verdict.what == ShrinkVote::kOtherList ? Status::kInvalidUsage : Status::kRemoteError,
+         voteText(verdict) + why);
+  return offer.id;
 }
 
 // The parent's survivors (not in `excluded`, sorted) agree on an id and join its rendezvous.
@@ -99,26 +172,11 @@ core::Communicator* shrinkInto(core::Communicator* parent, const std::vector<int
   std::vector<int> survivors;
   for (int r = 0; r < parent->size(); ++r)
     if (!std::binary_search(excluded.begin(), excluded.end(), r)) survivors.push_back(r);
-  const int me = parent->rank();
-  const int newRank =
-      static_cast<int>(std::find(survivors.begin(), survivors.end(), me) - survivors.begin());
-  ShrinkOffer offer{};
-  const uint64_t excludedHash = hashRanks(excluded);
-  if (newRank == 0) {
-    offer = {static_cast<uint32_t>(survivors.size()), 0, excludedHash,
-             bootstrap::generateUniqueId(parent->tuning())};
-    for (size_t i = 1; i < survivors.size(); ++i)
-      parent->bootstrap().send(survivors[i], kShrinkTag, &offer, sizeof(offer));
-  } else {
-    parent->bootstrap().recv(survivors.front(), kShrinkTag, &offer, sizeof(offer));
-    if (offer.survivors != survivors.size() || offer.excludedHash != excludedHash)
-      fail(Status::kInvalidUsage,
-           "ncclCommShrink: rank " + std::to_string(survivors.front()) +
-               " excludes other ranks than this rank " + std::to_string(me) +
-               " (every remaining rank must pass the same excludeRanksList)");
-  }
+  const int newRank = static_cast<int>(
+      std::find(survivors.begin(), survivors.end(), parent->rank()) - survivors.begin());
+  const bootstrap::UniqueIdBytes id = agreeOnId(parent, survivors, hashRanks(excluded));
   reading->release();  // the parent is not read again
-  return new core::Communicator(offer.id, newRank, static_cast<int>(survivors.size()), cfg);
+  return new core::Communicator(id, newRank, static_cast<int>(survivors.size()), cfg);
 }
 
 // Every parent rank publishes (color, key); each color's first member makes the id. Returns null

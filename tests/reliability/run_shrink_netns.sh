@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs shrink_recovery across network-namespace hosts made by tests/netns/netns.sh:
 #   run_shrink_netns.sh NETNS_SH SHRINK_RECOVERY MODE HOSTS PROCS_PER_HOST
-# Process p is rank p on host p / PROCS_PER_HOST. In mode "death" rank 1 kills itself (status
-# 137); every other rank must exit 0. Exits 77 (skipped) where namespaces cannot be made.
+# Process p is rank p on host p / PROCS_PER_HOST. In modes "death" and "unreachable" rank 1
+# kills itself (status 137); every other rank must exit 0. Exits 77 (skipped) where namespaces cannot be made.
 set -euo pipefail
 netns="$1" prog="$2" mode="$3" hosts="$4" per_host="$5"
 exec "$netns" run "$hosts" -- bash -c '
@@ -23,7 +23,7 @@ exec "$netns" run "$hosts" -- bash -c '
     s=0
     wait "${pids[$p]}" || s=$?
     want=0
-    [ "$mode" != death ] || [ $p -ne 1 ] || want=137
+    case "$mode" in death|unreachable) [ $p -ne 1 ] || want=137 ;; esac
     if [ $s -ne $want ]; then
       echo "rank $p exited with $s, expected $want" >&2
       status=1

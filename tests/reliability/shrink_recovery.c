@@ -4,6 +4,9 @@
  *   shrink_recovery death [nranks]       rank 1 is SIGKILLed in the middle of an allreduce; the
  *                                        survivors must get an error (never hang), revoke, shrink
  *                                        with NCCL_SHRINK_ABORT and pass the grid on the new comm
+ *   shrink_recovery unreachable [nranks] as death, but the survivors first shrink without excluding
+ *                                        the dead rank: that must fail on all of them (never
+ *                                        hang), and the right shrink (no revoke) still works
  *   shrink_recovery exclude [nranks]     the last rank leaves without a failure and without
  *                                        calling; the others shrink (NCCL_SHRINK_DEFAULT)
  *   shrink_recovery nonblocking [nranks] config.blocking = 0: init, split and shrink return
@@ -69,7 +72,9 @@ static void* killMidCall(void* arg) {
   return NULL;
 }
 
-static int deathRank(ncclComm_t comm, int rank, int n) {
+/* `mistakeFirst`: before the right shrink (no revoke), one that leaves the dead rank in; it must
+ * fail on every survivor (never hang), and the right one must still work after it. */
+static int deathRank(ncclComm_t comm, int rank, int n, int mistakeFirst) {
   const size_t count = 1 << 20;
   float* buf = malloc(count * sizeof(float));
   CHECK(buf, "out of memory");
@@ -95,13 +100,22 @@ static int deathRank(ncclComm_t comm, int rank, int n) {
   CHECK(r != ncclSuccess, "no error %.0f s after rank %d was killed", nowSec() - start, kVictim);
   fprintf(stderr, "rank %d: call %d failed after %.2f s: %s\n", rank, calls, nowSec() - start,
           ncclGetErrorString(r));
-  CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke failed: %s",
-        ncclGetLastError(comm));
-  CHECK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage,
-        "a collective on a revoked communicator did not return ncclInvalidUsage");
-  CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidArgument, "revoked twice");
-  int excluded = kVictim;
   ncclComm_t shrunk = NULL;
+  if (mistakeFirst) {
+    const double t0 = nowSec();
+    const ncclResult_t m = ncclCommShrink(comm, NULL, 0, &shrunk, NULL, NCCL_SHRINK_ABORT);
+    CHECK(m != ncclSuccess && m != ncclInProgress && !shrunk,
+          "a shrink that keeps the dead rank returned %s", ncclGetErrorString(m));
+    fprintf(stderr, "rank %d: the shrink keeping rank %d failed after %.2f s: %s\n", rank, kVictim,
+            nowSec() - t0, ncclGetErrorString(m));
+  } else {
+    CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke failed: %s",
+          ncclGetLastError(comm));
+    CHECK(ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage,
+          "a collective on a revoked communicator did not return ncclInvalidUsage");
+    CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidArgument, "revoked twice");
+  }
+  int excluded = kVictim;
   const double shrinkStart = nowSec();
   ncclResult_t s = ncclCommShrink(comm, &excluded, 1, &shrunk, NULL, NCCL_SHRINK_ABORT);
   CHECK(s == ncclSuccess && shrunk, "shrink failed: %s (%s)", ncclGetErrorString(s),
@@ -190,7 +204,8 @@ static int runRank(const char* mode, const ncclUniqueId* id, int rank, int n) {
   if (strcmp(mode, "nonblocking") == 0) return nonblockingRank(id, rank, n);
   ncclComm_t comm;
   CHECK(ncclCommInitRank(&comm, n, *id, rank) == ncclSuccess, "init failed");
-  if (strcmp(mode, "death") == 0) return deathRank(comm, rank, n);
+  if (strcmp(mode, "death") == 0) return deathRank(comm, rank, n, 0);
+  if (strcmp(mode, "unreachable") == 0) return deathRank(comm, rank, n, 1);
   return excludeRank(comm, rank, n);
 }
 
@@ -220,8 +235,9 @@ static int shareId(int rank, const char* path, ncclUniqueId* id) {
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "death";
   const int n = argc > 2 ? atoi(argv[2]) : 4;
-  if (strcmp(mode, "death") && strcmp(mode, "exclude") && strcmp(mode, "nonblocking")) {
-    fprintf(stderr, "usage: shrink_recovery death|exclude|nonblocking [nranks]\n");
+  if (strcmp(mode, "death") && strcmp(mode, "unreachable") && strcmp(mode, "exclude") &&
+      strcmp(mode, "nonblocking")) {
+    fprintf(stderr, "usage: shrink_recovery death|unreachable|exclude|nonblocking [nranks]\n");
     return 2;
   }
   if (n < 3) {
@@ -272,7 +288,8 @@ int main(int argc, char** argv) {
     usleep(10000);
   }
   for (int r = 0; r < n; ++r) {
-    const int expected = strcmp(mode, "death") == 0 && r == kVictim ? 128 + SIGKILL : 0;
+    const int killed = strcmp(mode, "death") == 0 || strcmp(mode, "unreachable") == 0;
+    const int expected = killed && r == kVictim ? 128 + SIGKILL : 0;
     if (codes[r] != expected) {
       fprintf(stderr, "rank %d exited with %d, expected %d\n", r, codes[r], expected);
       failed = 1;
