@@ -1,6 +1,7 @@
 // The object behind ncclComm_t, and the guard every entry point runs its body in.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +22,15 @@ struct ncclComm {
   weft::Status initStatus = weft::Status::kSuccess;
   std::string initError;
   std::thread initThread;  // non-blocking init
+  // Non-blocking split / shrink jobs of children that still read this (parent) handle's
+  // communicator; destroy waits for them.
+  std::atomic<int> childJobs{0};
+  // Non-blocking work on this communicator itself (a revoke waiting for calls to leave, the
+  // exchange of a NCCL_SPLIT_NOCOLOR split): ncclCommGetAsyncError says ncclInProgress meanwhile.
+  std::thread sideThread;
+  std::atomic<bool> sideBusy{false};
+  weft::Status sideStatus = weft::Status::kSuccess;  // written by sideThread before !sideBusy
+  std::string sideError;
 };
 
 namespace weft::api {
@@ -63,6 +73,20 @@ ncclResult_t guard(const char* fn, F&& body) {
 
 // Validates a handle and waits for a pending non-blocking init; throws on a bad handle.
 core::Communicator* communicator(ncclComm_t comm);
+
+// The communicator's settings from a user's ncclConfig_t over `base` (the environment's, or a
+// parent's for split and shrink); a NULL config gives `base`. Throws on a malformed config.
+core::CommConfig toConfig(const ncclConfig_t* config, const core::CommConfig& base);
+
+// Builds handle->impl with `create`: at once when `blocking` (or collected by an open group and
+// run at its End), else on the handle's own thread, returning kInProgress (the outcome then
+// shows through ncclCommGetAsyncError). `create` may return null (the rank joins no
+// communicator). On failure the handle records why and stays an invalid communicator.
+Status startCommJob(ncclComm* handle, bool blocking,
+                    std::function<core::Communicator*(std::string*)> create, std::string* why);
+
+// Joins the handle's non-blocking jobs, and waits (bounded) for children's jobs that read it.
+void settleJobs(ncclComm* handle);
 
 // The communicator of a live, initialised handle, else nullptr: no wait, no throw (for paths
 // that leave every other case to communicator()).

@@ -1,10 +1,12 @@
 // Communicator lifetime, identity and error queries.
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "src/api/handle.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/common/clock.h"
 #include "src/common/env.h"
 #include "src/core/group.h"
 
@@ -21,8 +23,10 @@ bootstrap::UniqueIdBytes toId(const ncclUniqueId& id) {
   return b;
 }
 
-core::CommConfig toConfig(const ncclConfig_t* config) {
-  core::CommConfig c = core::configFromEnv();
+}  // namespace
+
+core::CommConfig toConfig(const ncclConfig_t* config, const core::CommConfig& base) {
+  core::CommConfig c = base;
   if (!config) return c;
   // Callers compiled against other headers pass their own struct size: read only what both know.
   ncclConfig_t local = NCCL_CONFIG_INITIALIZER;
@@ -38,13 +42,13 @@ core::CommConfig toConfig(const ncclConfig_t* config) {
   return c;
 }
 
-// Creates the communicator behind `handle`, honouring blocking / group semantics.
-Status startInit(ncclComm* handle, const bootstrap::UniqueIdBytes& id, int nranks, int rank,
-                 const core::CommConfig& cfg, std::string* why) {
+Status startCommJob(ncclComm* handle, bool blocking,
+                    std::function<core::Communicator*(std::string*)> create, std::string* why) {
   handle->state = 1;
-  auto job = [handle, id, nranks, rank, cfg](std::string* msg) {
+  auto job = [handle, create = std::move(create)](std::string* msg) {
     try {
-      handle->impl = new core::Communicator(id, rank, nranks, cfg);
+      handle->impl = create(msg);
+      if (!handle->impl) handle->magic.store(ncclComm::kDead);  // joined no communicator
       handle->state = 0;
       return Status::kSuccess;
     } catch (const Error& e) {
@@ -59,7 +63,7 @@ Status startInit(ncclComm* handle, const bootstrap::UniqueIdBytes& id, int nrank
     handle->state = 2;
     return handle->initStatus;
   };
-  if (!cfg.blocking && core::groupDepth() == 0) {
+  if (!blocking && core::groupDepth() == 0) {
     handle->initThread = std::thread([job] {
       std::string msg;
       job(&msg);
@@ -69,6 +73,19 @@ Status startInit(ncclComm* handle, const bootstrap::UniqueIdBytes& id, int nrank
   return core::deferOrRun(job, why);
 }
 
+// How long destroy and abort wait for the non-blocking jobs of children that read a parent.
+constexpr std::chrono::milliseconds kChildJobWait{30000};
+
+void settleJobs(ncclComm* handle) {
+  if (handle->initThread.joinable()) handle->initThread.join();
+  if (handle->sideThread.joinable()) handle->sideThread.join();
+  const Deadline deadline(kChildJobWait);
+  while (handle->childJobs.load() > 0 && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+namespace {
+
 Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
                 const ncclConfig_t* config, std::string* why) {
   if (!out) fail(Status::kInvalidArgument, "comm pointer is NULL");
@@ -77,11 +94,17 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
   if (rank < 0 || rank >= nranks)
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
-  core::CommConfig cfg = toConfig(config);
+  core::CommConfig cfg = toConfig(config, core::configFromEnv());
   bootstrap::describe(toId(id));  // rejects a malformed id before anything starts
   auto* handle = new ncclComm;
   *out = handle;
-  Status st = startInit(handle, toId(id), nranks, rank, cfg, why);
+  const bootstrap::UniqueIdBytes raw = toId(id);
+  Status st = startCommJob(
+      handle, cfg.blocking,
+      [raw, rank, nranks, cfg](std::string*) {
+        return new core::Communicator(raw, rank, nranks, cfg);
+      },
+      why);
   if (st != Status::kSuccess && st != Status::kInProgress) *out = nullptr;
   return st;
 }
@@ -181,8 +204,9 @@ WEFT_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
 
 WEFT_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
   return guard("ncclCommFinalize", [&](std::string*) {
-    api::communicator(comm);  // all work is complete when blocking calls return
-    return Status::kSuccess;
+    if (api::communicator(comm)->revoked())
+      fail(Status::kInvalidUsage, "a revoked communicator cannot be finalized (destroy it)");
+    return Status::kSuccess;  // all work is complete when blocking calls return
   });
 }
 
@@ -193,7 +217,9 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
   if (comm->magic.load() != ncclComm::kLive)
     fail(Status::kInvalidArgument, "communicator was already destroyed or is invalid");
-  if (comm->initThread.joinable()) comm->initThread.join();
+  // An abort first unblocks the jobs of children still exchanging over this bootstrap.
+  if (abortFirst && comm->state.load() == 0 && comm->impl) comm->impl->abort();
+  api::settleJobs(comm);
   comm->magic.store(ncclComm::kDead);
   core::Communicator* impl = comm->impl;
   comm->impl = nullptr;
@@ -221,75 +247,6 @@ WEFT_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
   return guard("ncclCommAbort", [&](std::string*) {
     if (!comm) return Status::kSuccess;  // NCCL accepts a NULL comm here
     return destroyHandle(comm, true);
-  });
-}
-
-WEFT_API(ncclResult_t, ncclCommSplit,
-         (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config)) {
-  return guard("ncclCommSplit", [&](std::string* why) {
-    core::Communicator* parent = api::communicator(comm);
-    if (!newcomm) fail(Status::kInvalidArgument, "newcomm is NULL");
-    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-      fail(Status::kInvalidArgument, "color must be >= 0 or NCCL_SPLIT_NOCOLOR");
-    core::CommConfig cfg = api::toConfig(config);
-    *newcomm = nullptr;
-    auto* handle = new ncclComm;
-    handle->state = 1;
-    ncclComm_t* out = newcomm;
-    auto job = [parent, color, key, cfg, handle, out](std::string* msg) -> Status {
-      // Every parent rank publishes (color, key); each color's first member makes the id.
-      struct Entry {
-        int32_t color, key, rank, pad;
-        bootstrap::UniqueIdBytes id;
-      };
-      const int n = parent->size(), me = parent->rank();
-      std::vector<Entry> all(n);
-      all[me] = {color, key, me, 0, {}};
-      std::vector<int> members;
-      parent->bootstrap().allgather(all.data(), sizeof(Entry));
-      for (int r = 0; r < n; ++r)
-        if (all[r].color == color && color != NCCL_SPLIT_NOCOLOR) members.push_back(r);
-      std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
-        return all[a].key != all[b].key ? all[a].key < all[b].key : a < b;
-      });
-      bool leader = !members.empty() && members.front() == me;
-      if (leader) all[me].id = bootstrap::generateUniqueId();
-      parent->bootstrap().allgather(all.data(), sizeof(Entry));
-      if (color == NCCL_SPLIT_NOCOLOR) {
-        handle->magic.store(ncclComm::kDead);
-        return Status::kSuccess;
-      }
-      int newRank =
-          static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
-      try {
-        handle->impl = new core::Communicator(all[members.front()].id, newRank,
-                                              static_cast<int>(members.size()), cfg);
-      } catch (const Error& e) {
-        handle->state = 2;
-        *msg = e.what();
-        return e.code();
-      }
-      handle->state = 0;
-      *out = handle;
-      return Status::kSuccess;
-    };
-    return core::deferOrRun(job, why);
-  });
-}
-
-WEFT_API(ncclResult_t, ncclCommShrink,
-         (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
-          ncclConfig_t* config, int shrinkFlags)) {
-  return guard("ncclCommShrink", [&](std::string* why) {
-    *why = "ncclCommShrink is not supported yet by Weft";
-    return Status::kInvalidUsage;
-  });
-}
-
-WEFT_API(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags)) {
-  return guard("ncclCommRevoke", [&](std::string* why) {
-    *why = "ncclCommRevoke is not supported yet by Weft";
-    return Status::kInvalidUsage;
   });
 }
 
@@ -356,7 +313,11 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
     if (!comm || comm->magic.load() != ncclComm::kLive)
       fail(Status::kInvalidArgument, "not a valid communicator");
     int state = comm->state.load();
-    if (state == 1) {
+    if (comm->sideBusy.load()) {
+      *asyncError = ncclInProgress;
+    } else if (state == 0 && comm->sideStatus != Status::kSuccess) {
+      *asyncError = api::toResult(comm->sideStatus);
+    } else if (state == 1) {
       *asyncError = ncclInProgress;
     } else if (state == 2) {
       *asyncError = api::toResult(comm->initStatus);

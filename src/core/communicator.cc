@@ -364,6 +364,18 @@ void Communicator::abort() {
   for (auto& [key, conn] : conns_) conn->poison();
 }
 
+void Communicator::abortDataPath() {
+  aborted_.store(true);
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_) conn->poison();
+}
+
+bool Communicator::revoke() {
+  if (revoked_.exchange(true, std::memory_order_acq_rel)) return false;
+  abortDataPath();
+  return true;
+}
+
 void* Communicator::registerBuffer(void* buff, size_t size) {
   std::lock_guard<std::mutex> lock(regMu_);
   registered_[buff] = size;

@@ -84,6 +84,16 @@ class Communicator : public exec::ConnectionSource {
   std::string lastError() const;
   void abort();
   const std::atomic<bool>* abortFlag() const { return &aborted_; }
+  // Stops in-flight and future work like abort(), but keeps the bootstrap working, so the
+  // survivors can still agree on a shrunk or split communicator (NCCL_SHRINK_ABORT, revoke).
+  void abortDataPath();
+  // ncclCommRevoke: aborts the data path and marks the communicator revoked; collectives on it
+  // fail with kInvalidUsage from then on. False (nothing changed) if it was already revoked.
+  bool revoke();
+  bool revoked() const { return revoked_.load(std::memory_order_acquire); }
+  // Forgets the recorded asynchronous error (a revoked communicator that quiesced reports
+  // success, as NCCL's does).
+  void clearAsyncError() { asyncError_.store(Status::kSuccess); }
 
   // Runs of this communicator's work in progress (a call blocked in the executor, a stream's
   // queued call): Abort and Destroy wait for them to leave before freeing what they use. A run
@@ -191,6 +201,7 @@ class Communicator : public exec::ConnectionSource {
 
   std::atomic<Status> asyncError_{Status::kSuccess};
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};
   std::atomic<int> runs_{0};
   mutable std::mutex errMu_;
   std::string lastError_;

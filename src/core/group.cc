@@ -345,6 +345,11 @@ Status groupSimulateEnd(double* estimatedUs, std::string* why) {
 }
 
 Status submit(const Call& call, std::string* why) {
+  if (call.comm->revoked()) {
+    // As NCCL: a revoked communicator is kept for destroy, split and shrink only.
+    *why = "communicator was revoked (ncclCommRevoke): only destroy, split and shrink remain";
+    return Status::kInvalidUsage;
+  }
   ThreadCalls& thread = threadCalls();
   if (thread.group.depth > 0) {
     thread.group.calls.push_back(call);

@@ -191,9 +191,6 @@ TEST(Api, VersionAndStrings) {
 TEST(Api, UnsupportedFeaturesSayNo) {
   ncclComm_t c;
   ASSERT_EQ(ncclCommInitAll(&c, 1, nullptr), ncclSuccess);
-  ncclComm_t out;
-  EXPECT_EQ(ncclCommShrink(c, nullptr, 0, &out, nullptr, 0), ncclInvalidUsage);
-  EXPECT_EQ(ncclCommRevoke(c, 0), ncclInvalidUsage);
   ncclWindow_t w;
   float x;
   EXPECT_EQ(ncclCommWindowRegister(c, &x, 4, &w, 0), ncclInvalidUsage);
