@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "transports/shm/rank_bell.h"
+#include "transports/shm/segment_names.h"
 
 namespace weft::transport {
 
@@ -15,8 +15,11 @@ void pairInit(void* mem, const ConnectContext& ctx) {
 
 std::string pairName(const ConnectContext& ctx, int peer, int channel) {
   int lo = std::min(ctx.rank, peer), hi = std::max(ctx.rank, peer);
-  return segmentName(ctx.commHash, "pair." + std::to_string(lo) + "." + std::to_string(hi) + "." +
-                                       std::to_string(channel));
+  // Both ranks' processes are in the name: once either is gone the block serves nobody.
+  return segmentName(
+      ctx.commHash,
+      "pair." + std::to_string(lo) + "." + std::to_string(hi) + "." + std::to_string(channel),
+      {(*ctx.peers)[lo].pid, (*ctx.peers)[hi].pid});
 }
 
 std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, void* mem,
