@@ -10,8 +10,9 @@
 #include "src/common/log.h"
 #include "src/core/communicator.h"
 
-// Handles are never freed, only marked dead, so a call on a destroyed communicator reads a
-// tombstone and fails cleanly instead of touching freed memory.
+// Destroyed handles are marked dead and kept as tombstones for the next few hundred destroys
+// (retireHandle), so a call on a destroyed communicator reads a tombstone and fails cleanly
+// instead of touching freed memory.
 struct ncclComm {
   static constexpr uint64_t kLive = 0x57454654434f4d4dull;  // "WEFTCOMM"
   static constexpr uint64_t kDead = 0x4445414444454144ull;
@@ -60,6 +61,10 @@ ncclResult_t guard(const char* fn, F&& body) {
   }
   return toResult(st);
 }
+
+// Keeps a destroyed handle (marked dead, its communicator freed, its init thread joined) as a
+// tombstone, and frees the oldest one kept once there are enough of them (retired_handles.cc).
+void retireHandle(ncclComm* comm);
 
 // Validates a handle and waits for a pending non-blocking init; throws on a bad handle.
 core::Communicator* communicator(ncclComm_t comm);

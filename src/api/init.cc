@@ -197,7 +197,10 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   comm->magic.store(ncclComm::kDead);
   core::Communicator* impl = comm->impl;
   comm->impl = nullptr;
-  if (!impl) return Status::kSuccess;
+  if (!impl) {
+    api::retireHandle(comm);
+    return Status::kSuccess;
+  }
   if (abortFirst) impl->abort();
   // A call of another thread may still run on it (a watchdog aborting a blocked collective):
   // it sees the abort flag and returns within the executor's longest sleep; a destroy waits
@@ -210,6 +213,7 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
     return Status::kSuccess;
   }
   delete impl;
+  api::retireHandle(comm);
   return Status::kSuccess;
 }
 

@@ -2,11 +2,19 @@
 
 #include <algorithm>
 
+#include "src/common/error.h"
+#include "transports/shm/descriptor.h"
 #include "transports/shm/segment_names.h"
 
 namespace weft::transport {
 
-size_t pairBytes(const ConnectContext& ctx) { return 2 * fifoBytes(ctx.slots, ctx.slotBytes); }
+size_t pairBytes(const ConnectContext& ctx) {
+  // The geometry is rank 0's, from the init allgather: checked before it sizes anything.
+  std::string why;
+  if (!fifoGeometryValid(ctx.slots, ctx.slotBytes, &why))
+    fail(Status::kInvalidArgument, "cannot lay out a pair block: " + why);
+  return 2 * fifoBytes(ctx.slots, ctx.slotBytes);
+}
 
 void pairInit(void* mem, const ConnectContext& ctx) {
   fifoInit(mem);
