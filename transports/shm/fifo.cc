@@ -50,10 +50,6 @@ bool sharedRegionRef(const void* p, size_t bytes, MappedRef* ref) {
 
 static size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-size_t fifoBytes(uint32_t slots, size_t slotBytes) {
-  return alignUp(sizeof(FifoControl), 4096) + alignUp(slots * slotBytes, 4096);
-}
-
 void fifoInit(void* mem) {
   auto* ctl = new (mem) FifoControl;
   for (auto& i : ctl->info) i.seq.store(0, std::memory_order_relaxed);
