@@ -81,7 +81,8 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     if (peers_[r].hostHash != peers_[rank].hostHash) continue;
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
     if (r != rank)
-      peerBells_[r] = transport::openPeerBell(commHash_, r, peers_[r].pid, tuning_.bootstrapTimeout);
+      peerBells_[r] =
+          transport::openPeerBell(commHash_, r, peers_[r].pid, tuning_.bootstrapTimeout);
   }
   const PlacementResult placement = placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
   const bool sharedCores = placement.oversubscribed;
