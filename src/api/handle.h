@@ -11,12 +11,16 @@
 #include "src/common/log.h"
 #include "src/core/communicator.h"
 
-// Handles are never freed, only marked dead, so a call on a destroyed communicator reads a
-// tombstone and fails cleanly instead of touching freed memory.
+// Destroyed handles are marked dead and kept as tombstones for the next few hundred destroys
+// (retireHandle), so a call on a destroyed communicator reads a tombstone and fails cleanly
+// instead of touching freed memory.
 struct ncclComm {
   static constexpr uint64_t kLive = 0x57454654434f4d4dull;  // "WEFTCOMM"
   static constexpr uint64_t kDead = 0x4445414444454144ull;
   std::atomic<uint64_t> magic{kLive};
+  // Set by the one Destroy or Abort that frees the communicator; a second one (another thread's)
+  // fails instead of freeing it twice.
+  std::atomic<bool> closing{false};
   std::atomic<int> state{0};  // 0 ready, 1 initialising, 2 init failed
   weft::core::Communicator* impl = nullptr;
   weft::Status initStatus = weft::Status::kSuccess;
@@ -70,6 +74,10 @@ ncclResult_t guard(const char* fn, F&& body) {
   }
   return toResult(st);
 }
+
+// Keeps a destroyed handle (marked dead, its communicator freed, its init thread joined) as a
+// tombstone, and frees the oldest one kept once there are enough of them (retired_handles.cc).
+void retireHandle(ncclComm* comm);
 
 // Validates a handle and waits for a pending non-blocking init; throws on a bad handle.
 core::Communicator* communicator(ncclComm_t comm);

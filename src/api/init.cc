@@ -217,13 +217,18 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (!comm) fail(Status::kInvalidArgument, "communicator is NULL");
   if (comm->magic.load() != ncclComm::kLive)
     fail(Status::kInvalidArgument, "communicator was already destroyed or is invalid");
+  if (comm->closing.exchange(true))
+    fail(Status::kInvalidArgument, "communicator is being destroyed by another thread");
   // An abort first unblocks the jobs of children still exchanging over this bootstrap.
   if (abortFirst && comm->state.load() == 0 && comm->impl) comm->impl->abort();
   api::settleJobs(comm);
   comm->magic.store(ncclComm::kDead);
   core::Communicator* impl = comm->impl;
   comm->impl = nullptr;
-  if (!impl) return Status::kSuccess;
+  if (!impl) {
+    api::retireHandle(comm);
+    return Status::kSuccess;
+  }
   if (abortFirst) impl->abort();
   // A call of another thread may still run on it (a watchdog aborting a blocked collective):
   // it sees the abort flag and returns within the executor's longest sleep; a destroy waits
@@ -236,6 +241,7 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
     return Status::kSuccess;
   }
   delete impl;
+  api::retireHandle(comm);
   return Status::kSuccess;
 }
 

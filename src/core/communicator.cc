@@ -80,7 +80,9 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   for (int r = 0; r < nranks; ++r) {
     if (peers_[r].hostHash != peers_[rank].hostHash) continue;
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
-    if (r != rank) peerBells_[r] = transport::openPeerBell(commHash_, r, tuning_.bootstrapTimeout);
+    if (r != rank)
+      peerBells_[r] =
+          transport::openPeerBell(commHash_, r, peers_[r].pid, tuning_.bootstrapTimeout);
   }
   const PlacementResult placement = placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
   const bool sharedCores = placement.oversubscribed;

@@ -9,6 +9,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/shared_region.h"
+#include "transports/shm/descriptor.h"
 #include "transports/shm/peer_maps.h"
 
 namespace weft::transport {
@@ -48,10 +49,6 @@ bool sharedRegionRef(const void* p, size_t bytes, MappedRef* ref) {
 }  // namespace
 
 static size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
-
-size_t fifoBytes(uint32_t slots, size_t slotBytes) {
-  return alignUp(sizeof(FifoControl), 4096) + alignUp(slots * slotBytes, 4096);
-}
 
 void fifoInit(void* mem) {
   auto* ctl = new (mem) FifoControl;
@@ -163,40 +160,44 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
   }
   SlotInfo& info = in_.ctl->info[recvHead_ % kMaxSlots];
   if (info.seq.load(std::memory_order_acquire) != recvHead_ + 1) return nullptr;
-  *bytes = info.bytes;
+  // The peer wrote the descriptor: read each field once and check it (descriptor.h).
+  const uint32_t rawBytes = info.bytes;
+  const uint64_t remote = info.remote;
   *tag = info.tag;
   *present = true;
-  if (info.bytes & kLandedFlag) {
-    *bytes = info.bytes & ~kLandedFlag;
-    if (!landDst_ || landRecvAt_ + *bytes > landBytes_)
-      fail(Status::kInternalError, std::string(p_.name) + ": a message landed outside the offer");
-    return landDst_ + landRecvAt_;
-  }
-  if (info.remote == 0) {
-    if (info.bytes & kInlineFlag) {
-      *bytes = info.bytes & ~kInlineFlag;
+  DescriptorLimits limits;
+  limits.slotBytes = p_.slotBytes;
+  limits.landingOpen = landDst_ != nullptr && landRecvAt_ <= landBytes_;
+  limits.landingLeft = limits.landingOpen ? landBytes_ - landRecvAt_ : 0;
+  limits.byReference = p_.remote != RemoteMode::kNone;
+  Descriptor d;
+  std::string why;
+  if (!decodeDescriptor(rawBytes, remote, info.inlineData, limits, &d, &why))
+    fail(Status::kInternalError, std::string(p_.name) + ": " + why);
+  *bytes = d.bytes;
+  switch (d.kind) {
+    case MessageKind::kLanded:
+      return landDst_ + landRecvAt_;
+    case MessageKind::kInline:
       return info.inlineData;
-    }
-    return in_.data + (recvDataHead_ % p_.slots) * p_.slotBytes;
+    case MessageKind::kSlot:
+      return in_.data + (recvDataHead_ % p_.slots) * p_.slotBytes;
+    case MessageKind::kRemote:
+    case MessageKind::kMapped:
+      break;
   }
-  if (p_.remote == RemoteMode::kDirect)
-    return recvBase_ = reinterpret_cast<const char*>(info.remote);
-  if (info.bytes & kMappedFlag) {
-    *bytes = info.bytes & ~kMappedFlag;
-    MappedRef ref;
-    std::memcpy(&ref, info.inlineData, sizeof ref);
-    if (info.remote >= ref.base && info.remote + *bytes <= ref.base + ref.bytes) {
-      // A message may be polled again before release(): acquire its mapping once.
-      if (!mappedToken_ || mappedHead_ != recvHead_) {
-        if (mappedToken_) releasePeerRegion(mappedToken_);
-        mappedToken_ = nullptr;
-        mappedLocal_ = acquirePeerRegion(p_.peerPid, ref, &mappedToken_);
-        mappedHead_ = recvHead_;
-      }
-      if (mappedLocal_) return recvBase_ = mappedLocal_ + (info.remote - ref.base);
+  if (p_.remote == RemoteMode::kDirect) return recvBase_ = reinterpret_cast<const char*>(remote);
+  if (d.kind == MessageKind::kMapped) {
+    // A message may be polled again before release(): acquire its mapping once.
+    if (!mappedToken_ || mappedHead_ != recvHead_) {
+      if (mappedToken_) releasePeerRegion(mappedToken_);
+      mappedToken_ = nullptr;
+      mappedLocal_ = acquirePeerRegion(p_.peerPid, d.ref, &mappedToken_);
+      mappedHead_ = recvHead_;
     }
+    if (mappedLocal_) return recvBase_ = mappedLocal_ + d.regionOffset;
   }
-  *remoteAddr = info.remote;  // not mapped: one process_vm_readv copy
+  *remoteAddr = remote;  // not mapped: one process_vm_readv copy
   return nullptr;
 }
 

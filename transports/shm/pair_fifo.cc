@@ -2,11 +2,19 @@
 
 #include <algorithm>
 
-#include "transports/shm/rank_bell.h"
+#include "src/common/error.h"
+#include "transports/shm/descriptor.h"
+#include "transports/shm/segment_names.h"
 
 namespace weft::transport {
 
-size_t pairBytes(const ConnectContext& ctx) { return 2 * fifoBytes(ctx.slots, ctx.slotBytes); }
+size_t pairBytes(const ConnectContext& ctx) {
+  // The geometry is rank 0's, from the init allgather: checked before it sizes anything.
+  std::string why;
+  if (!fifoGeometryValid(ctx.slots, ctx.slotBytes, &why))
+    fail(Status::kInvalidArgument, "cannot lay out a pair block: " + why);
+  return 2 * fifoBytes(ctx.slots, ctx.slotBytes);
+}
 
 void pairInit(void* mem, const ConnectContext& ctx) {
   fifoInit(mem);
@@ -15,8 +23,11 @@ void pairInit(void* mem, const ConnectContext& ctx) {
 
 std::string pairName(const ConnectContext& ctx, int peer, int channel) {
   int lo = std::min(ctx.rank, peer), hi = std::max(ctx.rank, peer);
-  return segmentName(ctx.commHash, "pair." + std::to_string(lo) + "." + std::to_string(hi) + "." +
-                                       std::to_string(channel));
+  // Both ranks' processes are in the name: once either is gone the block serves nobody.
+  return segmentName(
+      ctx.commHash,
+      "pair." + std::to_string(lo) + "." + std::to_string(hi) + "." + std::to_string(channel),
+      {(*ctx.peers)[lo].pid, (*ctx.peers)[hi].pid});
 }
 
 std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, void* mem,

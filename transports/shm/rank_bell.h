@@ -1,5 +1,5 @@
 // Each rank's doorbell (src/common/doorbell.h) lives in shared memory, so peers of any transport
-// on its host can ring it; and the names of a communicator's shared-memory segments.
+// on its host can ring it.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -12,7 +12,10 @@ namespace weft::transport {
 
 class RankBell {
  public:
+  // Removes what dead processes left in /dev/shm (segment_names.h), then creates the bell.
   RankBell(uint64_t commHash, int rank);
+  // Removes what dead processes left, this communicator's peers among them (a rank killed
+  // before it unlinked its bell).
   ~RankBell();
   Doorbell* bell() const { return bell_; }
   // Removes the name once every peer has mapped the bell, so nothing leaks if a process dies.
@@ -24,11 +27,9 @@ class RankBell {
   Doorbell* bell_ = nullptr;
 };
 
-// Maps the doorbell of `rank`; the mapping lives as long as the returned shared pointer.
-std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank,
+// Maps the doorbell of `rank` (process `pid`); the mapping lives as long as the returned shared
+// pointer.
+std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank, int pid,
                                        std::chrono::milliseconds timeout);
-
-// Segment names for a communicator: "/weft.<hash>.<what>".
-std::string segmentName(uint64_t commHash, const std::string& what);
 
 }  // namespace weft::transport

@@ -1,27 +1,13 @@
 // Ranks in different processes of one host: the pair's FIFOs live in a POSIX shared-memory
 // segment created by whichever side connects first; the name is removed once both have it.
-#include <signal.h>
-
-#include <fstream>
-
 #include "src/common/log.h"
 #include "transports/base/transport.h"
 #include "transports/shm/pair_fifo.h"
+#include "transports/shm/segment_names.h"
 #include "transports/shm/shm_segment.h"
 
 namespace weft::transport {
 namespace {
-
-// True when `pid` has exited (a zombie that nobody reaped yet counts as gone).
-bool processGone(int pid) {
-  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() &&
-         (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
-}
 
 class ShmTransport : public Transport {
  public:
