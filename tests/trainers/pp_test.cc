@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "nccl.h"
@@ -263,21 +264,29 @@ TEST(TrainersPp, SchedulesOrderOperations) {
   EXPECT_DOUBLE_EQ(ideal_bubble_fraction(4, 8), 3.0 / 11.0);
 }
 
-TEST(TrainersPp, TwoStagesGPipeFloat) {
-  expect_pipeline_matches_reference<float>({2, 4, PipelineSchedule::kGPipe});
+// Every combination: 2 and 4 stages, GPipe and 1F1B, 4 and 8 micro-batches, float and double.
+class TrainersPpRun
+    : public ::testing::TestWithParam<std::tuple<int, PipelineSchedule, int, bool>> {};
+
+TEST_P(TrainersPpRun, ParametersBitwiseEqualToAccumulatingOneProcess) {
+  const auto [stages, schedule, micros, use_double] = GetParam();
+  if (use_double)
+    expect_pipeline_matches_reference<double>({stages, micros, schedule});
+  else
+    expect_pipeline_matches_reference<float>({stages, micros, schedule});
 }
-TEST(TrainersPp, TwoStagesOneFOneBDouble) {
-  expect_pipeline_matches_reference<double>({2, 8, PipelineSchedule::kOneFOneB});
-}
-TEST(TrainersPp, FourStagesGPipeDouble) {
-  expect_pipeline_matches_reference<double>({4, 8, PipelineSchedule::kGPipe});
-}
-TEST(TrainersPp, FourStagesOneFOneBFloat) {
-  expect_pipeline_matches_reference<float>({4, 8, PipelineSchedule::kOneFOneB});
-}
-TEST(TrainersPp, FourStagesOneFOneBDoubleFewMicroBatches) {
-  expect_pipeline_matches_reference<double>({4, 4, PipelineSchedule::kOneFOneB});
-}
+
+INSTANTIATE_TEST_SUITE_P(StagesScheduleMicroBatchesType, TrainersPpRun,
+                         ::testing::Combine(::testing::Values(2, 4),
+                                            ::testing::Values(PipelineSchedule::kGPipe,
+                                                              PipelineSchedule::kOneFOneB),
+                                            ::testing::Values(4, 8), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "p" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  pipeline_schedule_name(std::get<1>(info.param)) + "_m" +
+                                  std::to_string(std::get<2>(info.param)) +
+                                  (std::get<3>(info.param) ? "_f64" : "_f32");
+                         });
 
 }  // namespace
 }  // namespace weft::trainers
