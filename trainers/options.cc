@@ -62,7 +62,10 @@ std::string usage() {
          "  --eval-batches N      gpt validation batches (default 4)\n"
          "  --text-cache FILE     cache of the KJV text (default: run bible each time)\n"
          "  --fashion-dir DIR     Fashion-MNIST folder (default /usr/share/datasets/...)\n"
-         "  --blas-threads N      OpenBLAS threads (default 1)\n";
+         "  --blas-threads N      OpenBLAS threads (default 1)\n"
+         "  --pp N                pipeline stages, one process each (weftrun -n N; default 1)\n"
+         "  --schedule gpipe|1f1b pipeline schedule (default 1f1b)\n"
+         "  --microbatches M      micro-batches per step, dividing --batch (default 1)\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -120,12 +123,21 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.fashion_dir = value;
     } else if (flag == "--blas-threads") {
       o.blas_threads = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--pp") {
+      o.pp = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--schedule") {
+      if (value != "gpipe" && value != "1f1b") throw std::invalid_argument("--schedule gpipe|1f1b");
+      o.schedule = value;
+    } else if (flag == "--microbatches") {
+      o.microbatches = static_cast<int>(parse_int(flag, value, 1));
     } else {
       throw std::invalid_argument("unknown option " + flag + " (see --help)");
     }
   }
   if (o.model == "gpt" && o.channels % o.heads != 0)
     throw std::invalid_argument("--channels must be a multiple of --heads");
+  if (o.batch % o.microbatches != 0)
+    throw std::invalid_argument("--microbatches must divide --batch");
   return o;
 }
 

@@ -26,6 +26,11 @@ struct TrainOptions {
   std::string text_cache;   // gpt: cache file of the KJV text (empty: run bible every time)
   std::string fashion_dir;  // mlp: Fashion-MNIST folder (empty: the package's)
   int blas_threads = 1;
+  // Pipeline parallel (trainers/pp): stages, schedule and micro-batches per step; --pp > 1 runs
+  // one process per stage (under weftrun -n pp).
+  int pp = 1;
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+  int microbatches = 1;
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets

@@ -19,6 +19,7 @@
 #include "trainers/common/kernels.h"
 #include "trainers/common/mlp.h"
 #include "trainers/options.h"
+#include "trainers/pp/pp_train.h"
 
 namespace weft::trainers {
 namespace {
@@ -173,7 +174,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
-    if (o.model == "gpt")
+    if (o.pp > 1 || o.microbatches > 1)
+      run_gpt_pipeline(o);
+    else if (o.model == "gpt")
       o.dtype == "f64" ? run_gpt<double>(o) : run_gpt<float>(o);
     else
       o.dtype == "f64" ? run_mlp<double>(o) : run_mlp<float>(o);
