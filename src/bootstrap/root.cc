@@ -1,6 +1,7 @@
 #include "src/bootstrap/root.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,10 +23,18 @@
 namespace weft::bootstrap {
 namespace {
 
-// Unauthenticated connections held at once; more are refused so a flood cannot exhaust fds.
+// Unauthenticated connections held at once, so a flood cannot exhaust fds. When full, the oldest
+// one that has sent nothing is evicted: a rank sends its hello as soon as it connects, so idle
+// strangers can never crowd out the ranks.
 constexpr size_t kMaxPending = 256;
+// Connections accepted per pass, so a flood cannot starve the ranks already connected.
+constexpr size_t kAcceptsPerPass = 512;
 // How long the root waits to deliver a reply before giving up on that rank.
 constexpr std::chrono::milliseconds kReplyTimeout{5000};
+// How long the root waits for the ranks to close their connections after the table: the side
+// that closes first keeps the connection in TIME_WAIT, and that must be the rank's ephemeral
+// port, not the listen port (a host running many short jobs would run out of ports to listen on).
+constexpr std::chrono::milliseconds kCloseWait{2000};
 
 class RootServer {
  public:
@@ -53,13 +62,16 @@ class RootServer {
   };
 
   void acceptAll(const Deadline& end);
+  void evictOnePending();
   bool advance(Pending& p);  // true when the connection is finished with (kept or dropped)
   void handleHello(Pending& p);
   void reject(Pending& p, wire::RootStatus status, int rank, int nranks);
   void checkMember(int rank);
+  bool allMembersAlive();
   void dropMember(int rank, const char* why);
   void reply(const Socket& sock, const uint8_t* data, size_t bytes, const std::string& who);
   void sendTables();
+  void awaitRanksClosing();
   void timeOut();
 
   Socket listen_;
@@ -81,7 +93,7 @@ void RootServer::run() {
   WEFT_TRACE(BOOTSTRAP, "bootstrap root %s: serving for up to %lld ms", name_.c_str(),
              static_cast<long long>(timeout_.count()));
   for (;;) {
-    if (nranks_ > 0 && arrived_ == nranks_) return sendTables();
+    if (nranks_ > 0 && arrived_ == nranks_ && allMembersAlive()) return sendTables();
     if (end.expired()) return timeOut();
 
     fds.clear();
@@ -130,17 +142,11 @@ void RootServer::run() {
 }
 
 void RootServer::acceptAll(const Deadline& end) {
-  for (;;) {
+  for (size_t accepted = 0; accepted < kAcceptsPerPass; ++accepted) {
     SocketAddress peer;
     Socket s = listen_.tryAccept(&peer);
     if (!s.valid()) return;
-    if (pending_.size() >= kMaxPending) {
-      WEFT_WARN(BOOTSTRAP,
-                "bootstrap root %s: dropped connection from %s: %zu connections are "
-                "already waiting to authenticate",
-                name_.c_str(), peer.toString().c_str(), pending_.size());
-      continue;
-    }
+    if (pending_.size() >= kMaxPending) evictOnePending();
     Pending p;
     p.sock = std::move(s);
     p.peer = peer;
@@ -149,6 +155,18 @@ void RootServer::acceptAll(const Deadline& end) {
     // The hello usually arrives with the connection: serve it without another poll round.
     if (advance(pending_.back())) pending_.pop_back();
   }
+}
+
+void RootServer::evictOnePending() {
+  // pending_ is in arrival order: evict the oldest silent connection, else the oldest.
+  auto victim =
+      std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.got == 0; });
+  if (victim == pending_.end()) victim = pending_.begin();
+  WEFT_WARN(BOOTSTRAP,
+            "bootstrap root %s: dropped connection from %s (%zu hello bytes received): %zu "
+            "connections are waiting to authenticate, the oldest make way",
+            name_.c_str(), victim->peer.toString().c_str(), victim->got, pending_.size());
+  pending_.erase(victim);
 }
 
 bool RootServer::advance(Pending& p) {
@@ -198,6 +216,12 @@ void RootServer::handleHello(Pending& p) {
     members_.clear();
     members_.resize(static_cast<size_t>(nranks_));
   }
+  // A rank that lost its connection retries; its old one may not have been seen closing yet.
+  if (members_[h.rank]) checkMember(h.rank);
+  if (nranks_ == 0) {  // ...and was the only member so far
+    nranks_ = h.nranks;
+    members_.resize(static_cast<size_t>(nranks_));
+  }
   if (members_[h.rank]) return reject(p, wire::RootStatus::kDuplicateRank, h.rank, h.nranks);
   WEFT_TRACE(BOOTSTRAP, "bootstrap root %s: rank %d of %d arrived from %s, listening on %s",
              name_.c_str(), h.rank, h.nranks, p.peer.toString().c_str(),
@@ -235,6 +259,13 @@ void RootServer::checkMember(int rank) {
   }
 }
 
+bool RootServer::allMembersAlive() {
+  // A rank that gave up and reconnects must not be sent the table on its dead connection.
+  for (int r = 0; r < nranks_ && nranks_ > 0; ++r)
+    if (members_[r]) checkMember(r);
+  return nranks_ > 0 && arrived_ == nranks_;
+}
+
 void RootServer::dropMember(int rank, const char* why) {
   // The slot opens again, so a rank that gave up and retries can still complete the rendezvous.
   WEFT_WARN(BOOTSTRAP, "bootstrap root %s: rank %d (%s) %s before all %d ranks arrived",
@@ -269,6 +300,33 @@ void RootServer::sendTables() {
           "rank " + std::to_string(r) + " (" + members_[r]->peer.toString() + ")");
   WEFT_INFO(BOOTSTRAP, "bootstrap root %s: rendezvous of %d ranks complete", name_.c_str(),
             nranks_);
+  listen_.close();  // late or stray connections are refused from now on
+  awaitRanksClosing();
+}
+
+void RootServer::awaitRanksClosing() {
+  Deadline end(kCloseWait);
+  std::vector<pollfd> fds;
+  for (const auto& m : members_)
+    if (m) fds.push_back({m->sock.fd(), POLLIN, 0});
+  size_t open = fds.size();
+  fds.push_back({stopFd_, POLLIN, 0});
+  while (open > 0 && !end.expired()) {
+    int ms = static_cast<int>(std::max<long long>(1, end.remaining().count()));
+    int n = ::poll(fds.data(), fds.size(), ms);
+    if (n < 0 && errno != EINTR) return;
+    if (fds.back().revents) return;
+    for (size_t i = 0; i + 1 < fds.size(); ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      // Ranks send nothing after their hello: readable means closed (or a violation).
+      uint8_t byte;
+      ssize_t got = ::recv(fds[i].fd, &byte, 1, MSG_DONTWAIT);
+      if (got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
 }
 
 void RootServer::timeOut() {
