@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/drop_log.h"
 #include "src/bootstrap/wire.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
@@ -63,6 +64,7 @@ class RootServer {
 
   void acceptAll(const Deadline& end);
   void evictOnePending();
+  void dropped(const Pending& p, const std::string& why);
   bool advance(Pending& p);  // true when the connection is finished with (kept or dropped)
   void handleHello(Pending& p);
   void reject(Pending& p, wire::RootStatus status, int rank, int nranks);
@@ -80,6 +82,7 @@ class RootServer {
   const int stopFd_;
   const std::string name_;
   std::vector<Pending> pending_;
+  DropLog drops_;
   // By rank, once the first valid hello fixes nranks; pointers keep a huge nranks cheap.
   std::vector<std::unique_ptr<Member>> members_;
   int nranks_ = 0;
@@ -127,11 +130,9 @@ void RootServer::run() {
       if (advance(pending_[i])) {
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       } else if (Clock::now() >= pending_[i].deadline) {
-        WEFT_WARN(BOOTSTRAP,
-                  "bootstrap root %s: dropped connection from %s: no complete hello within %lld ms "
-                  "(%zu bytes received)",
-                  name_.c_str(), pending_[i].peer.toString().c_str(),
-                  static_cast<long long>(kHandshakeTimeout.count()), pending_[i].got);
+        dropped(pending_[i], "no complete hello within " +
+                                 std::to_string(kHandshakeTimeout.count()) + " ms (" +
+                                 std::to_string(pending_[i].got) + " bytes received)");
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       } else {
         ++i;
@@ -162,11 +163,15 @@ void RootServer::evictOnePending() {
   auto victim =
       std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.got == 0; });
   if (victim == pending_.end()) victim = pending_.begin();
-  WEFT_WARN(BOOTSTRAP,
-            "bootstrap root %s: dropped connection from %s (%zu hello bytes received): %zu "
-            "connections are waiting to authenticate, the oldest make way",
-            name_.c_str(), victim->peer.toString().c_str(), victim->got, pending_.size());
+  dropped(*victim, std::to_string(pending_.size()) +
+                       " connections wait to authenticate, the oldest make way (" +
+                       std::to_string(victim->got) + " hello bytes received)");
   pending_.erase(victim);
+}
+
+void RootServer::dropped(const Pending& p, const std::string& why) {
+  drops_.note("bootstrap root " + name_ + ": dropped connection from " + p.peer.toString() + ": " +
+              why);
 }
 
 bool RootServer::advance(Pending& p) {
@@ -178,23 +183,16 @@ bool RootServer::advance(Pending& p) {
     Socket::Io io = p.sock.readSome(p.hello + p.got, want, &p.got, &err);
     if (io == Socket::Io::kWouldBlock) return false;
     if (io == Socket::Io::kEof) {
-      WEFT_WARN(BOOTSTRAP,
-                "bootstrap root %s: dropped connection from %s: closed after %zu of %zu "
-                "hello bytes",
-                name_.c_str(), p.peer.toString().c_str(), p.got, wire::kRootHelloBytes);
+      dropped(p, "closed after " + std::to_string(p.got) + " of " +
+                     std::to_string(wire::kRootHelloBytes) + " hello bytes");
       return true;
     }
     if (io == Socket::Io::kError) {
-      WEFT_WARN(
-          BOOTSTRAP, "%s",
-          sysError("bootstrap root " + name_ + ": dropped connection from " + p.peer.toString(),
-                   err)
-              .c_str());
+      dropped(p, sysError("read failed", err));
       return true;
     }
     if (before < kSecretBytes && p.got == kSecretBytes && !secretsEqual(p.hello, secret_.data())) {
-      WEFT_WARN(BOOTSTRAP, "bootstrap root %s: dropped connection from %s: wrong secret",
-                name_.c_str(), p.peer.toString().c_str());
+      dropped(p, "wrong secret");
       return true;
     }
   }

@@ -395,8 +395,7 @@ void TcpBootstrap::acceptAll() {
 
 bool TcpBootstrap::dropPending(Pending& p, const std::string& why) {
   ++dropped_;
-  WEFT_WARN(BOOTSTRAP, "%s: dropped connection from %s: %s", name_.c_str(),
-            p.peer.toString().c_str(), why.c_str());
+  drops_.note(name_ + ": dropped connection from " + p.peer.toString() + ": " + why);
   return true;
 }
 
