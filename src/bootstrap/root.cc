@@ -1,6 +1,7 @@
 #include "src/bootstrap/root.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/drop_log.h"
 #include "src/bootstrap/wire.h"
 #include "src/common/error.h"
 #include "src/common/log.h"
@@ -22,10 +24,18 @@
 namespace weft::bootstrap {
 namespace {
 
-// Unauthenticated connections held at once; more are refused so a flood cannot exhaust fds.
+// Unauthenticated connections held at once, so a flood cannot exhaust fds. When full, the oldest
+// one that has sent nothing is evicted: a rank sends its hello as soon as it connects, so idle
+// strangers can never crowd out the ranks.
 constexpr size_t kMaxPending = 256;
+// Connections accepted per pass, so a flood cannot starve the ranks already connected.
+constexpr size_t kAcceptsPerPass = 512;
 // How long the root waits to deliver a reply before giving up on that rank.
 constexpr std::chrono::milliseconds kReplyTimeout{5000};
+// How long the root waits for the ranks to close their connections after the table: the side
+// that closes first keeps the connection in TIME_WAIT, and that must be the rank's ephemeral
+// port, not the listen port (a host running many short jobs would run out of ports to listen on).
+constexpr std::chrono::milliseconds kCloseWait{2000};
 
 class RootServer {
  public:
@@ -53,13 +63,17 @@ class RootServer {
   };
 
   void acceptAll(const Deadline& end);
+  void evictOnePending();
+  void dropped(const Pending& p, const std::string& why);
   bool advance(Pending& p);  // true when the connection is finished with (kept or dropped)
   void handleHello(Pending& p);
   void reject(Pending& p, wire::RootStatus status, int rank, int nranks);
   void checkMember(int rank);
+  bool allMembersAlive();
   void dropMember(int rank, const char* why);
   void reply(const Socket& sock, const uint8_t* data, size_t bytes, const std::string& who);
   void sendTables();
+  void awaitRanksClosing();
   void timeOut();
 
   Socket listen_;
@@ -68,6 +82,7 @@ class RootServer {
   const int stopFd_;
   const std::string name_;
   std::vector<Pending> pending_;
+  DropLog drops_;
   // By rank, once the first valid hello fixes nranks; pointers keep a huge nranks cheap.
   std::vector<std::unique_ptr<Member>> members_;
   int nranks_ = 0;
@@ -81,7 +96,7 @@ void RootServer::run() {
   WEFT_TRACE(BOOTSTRAP, "bootstrap root %s: serving for up to %lld ms", name_.c_str(),
              static_cast<long long>(timeout_.count()));
   for (;;) {
-    if (nranks_ > 0 && arrived_ == nranks_) return sendTables();
+    if (nranks_ > 0 && arrived_ == nranks_ && allMembersAlive()) return sendTables();
     if (end.expired()) return timeOut();
 
     fds.clear();
@@ -115,11 +130,9 @@ void RootServer::run() {
       if (advance(pending_[i])) {
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       } else if (Clock::now() >= pending_[i].deadline) {
-        WEFT_WARN(BOOTSTRAP,
-                  "bootstrap root %s: dropped connection from %s: no complete hello within %lld ms "
-                  "(%zu bytes received)",
-                  name_.c_str(), pending_[i].peer.toString().c_str(),
-                  static_cast<long long>(kHandshakeTimeout.count()), pending_[i].got);
+        dropped(pending_[i], "no complete hello within " +
+                                 std::to_string(kHandshakeTimeout.count()) + " ms (" +
+                                 std::to_string(pending_[i].got) + " bytes received)");
         pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
       } else {
         ++i;
@@ -130,17 +143,11 @@ void RootServer::run() {
 }
 
 void RootServer::acceptAll(const Deadline& end) {
-  for (;;) {
+  for (size_t accepted = 0; accepted < kAcceptsPerPass; ++accepted) {
     SocketAddress peer;
     Socket s = listen_.tryAccept(&peer);
     if (!s.valid()) return;
-    if (pending_.size() >= kMaxPending) {
-      WEFT_WARN(BOOTSTRAP,
-                "bootstrap root %s: dropped connection from %s: %zu connections are "
-                "already waiting to authenticate",
-                name_.c_str(), peer.toString().c_str(), pending_.size());
-      continue;
-    }
+    if (pending_.size() >= kMaxPending) evictOnePending();
     Pending p;
     p.sock = std::move(s);
     p.peer = peer;
@@ -149,6 +156,22 @@ void RootServer::acceptAll(const Deadline& end) {
     // The hello usually arrives with the connection: serve it without another poll round.
     if (advance(pending_.back())) pending_.pop_back();
   }
+}
+
+void RootServer::evictOnePending() {
+  // pending_ is in arrival order: evict the oldest silent connection, else the oldest.
+  auto victim =
+      std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return p.got == 0; });
+  if (victim == pending_.end()) victim = pending_.begin();
+  dropped(*victim, std::to_string(pending_.size()) +
+                       " connections wait to authenticate, the oldest make way (" +
+                       std::to_string(victim->got) + " hello bytes received)");
+  pending_.erase(victim);
+}
+
+void RootServer::dropped(const Pending& p, const std::string& why) {
+  drops_.note("bootstrap root " + name_ + ": dropped connection from " + p.peer.toString() + ": " +
+              why);
 }
 
 bool RootServer::advance(Pending& p) {
@@ -160,23 +183,16 @@ bool RootServer::advance(Pending& p) {
     Socket::Io io = p.sock.readSome(p.hello + p.got, want, &p.got, &err);
     if (io == Socket::Io::kWouldBlock) return false;
     if (io == Socket::Io::kEof) {
-      WEFT_WARN(BOOTSTRAP,
-                "bootstrap root %s: dropped connection from %s: closed after %zu of %zu "
-                "hello bytes",
-                name_.c_str(), p.peer.toString().c_str(), p.got, wire::kRootHelloBytes);
+      dropped(p, "closed after " + std::to_string(p.got) + " of " +
+                     std::to_string(wire::kRootHelloBytes) + " hello bytes");
       return true;
     }
     if (io == Socket::Io::kError) {
-      WEFT_WARN(
-          BOOTSTRAP, "%s",
-          sysError("bootstrap root " + name_ + ": dropped connection from " + p.peer.toString(),
-                   err)
-              .c_str());
+      dropped(p, sysError("read failed", err));
       return true;
     }
     if (before < kSecretBytes && p.got == kSecretBytes && !secretsEqual(p.hello, secret_.data())) {
-      WEFT_WARN(BOOTSTRAP, "bootstrap root %s: dropped connection from %s: wrong secret",
-                name_.c_str(), p.peer.toString().c_str());
+      dropped(p, "wrong secret");
       return true;
     }
   }
@@ -196,6 +212,12 @@ void RootServer::handleHello(Pending& p) {
   if (nranks_ == 0) {
     nranks_ = h.nranks;
     members_.clear();
+    members_.resize(static_cast<size_t>(nranks_));
+  }
+  // A rank that lost its connection retries; its old one may not have been seen closing yet.
+  if (members_[h.rank]) checkMember(h.rank);
+  if (nranks_ == 0) {  // ...and was the only member so far
+    nranks_ = h.nranks;
     members_.resize(static_cast<size_t>(nranks_));
   }
   if (members_[h.rank]) return reject(p, wire::RootStatus::kDuplicateRank, h.rank, h.nranks);
@@ -235,6 +257,13 @@ void RootServer::checkMember(int rank) {
   }
 }
 
+bool RootServer::allMembersAlive() {
+  // A rank that gave up and reconnects must not be sent the table on its dead connection.
+  for (int r = 0; r < nranks_ && nranks_ > 0; ++r)
+    if (members_[r]) checkMember(r);
+  return nranks_ > 0 && arrived_ == nranks_;
+}
+
 void RootServer::dropMember(int rank, const char* why) {
   // The slot opens again, so a rank that gave up and retries can still complete the rendezvous.
   WEFT_WARN(BOOTSTRAP, "bootstrap root %s: rank %d (%s) %s before all %d ranks arrived",
@@ -269,6 +298,33 @@ void RootServer::sendTables() {
           "rank " + std::to_string(r) + " (" + members_[r]->peer.toString() + ")");
   WEFT_INFO(BOOTSTRAP, "bootstrap root %s: rendezvous of %d ranks complete", name_.c_str(),
             nranks_);
+  listen_.close();  // late or stray connections are refused from now on
+  awaitRanksClosing();
+}
+
+void RootServer::awaitRanksClosing() {
+  Deadline end(kCloseWait);
+  std::vector<pollfd> fds;
+  for (const auto& m : members_)
+    if (m) fds.push_back({m->sock.fd(), POLLIN, 0});
+  size_t open = fds.size();
+  fds.push_back({stopFd_, POLLIN, 0});
+  while (open > 0 && !end.expired()) {
+    int ms = static_cast<int>(std::max<long long>(1, end.remaining().count()));
+    int n = ::poll(fds.data(), fds.size(), ms);
+    if (n < 0 && errno != EINTR) return;
+    if (fds.back().revents) return;
+    for (size_t i = 0; i + 1 < fds.size(); ++i) {
+      if (fds[i].fd < 0 || !fds[i].revents) continue;
+      // Ranks send nothing after their hello: readable means closed (or a violation).
+      uint8_t byte;
+      ssize_t got = ::recv(fds[i].fd, &byte, 1, MSG_DONTWAIT);
+      if (got >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
 }
 
 void RootServer::timeOut() {

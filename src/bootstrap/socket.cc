@@ -202,6 +202,11 @@ void Socket::shutdown() {
   if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
+void Socket::resetOnClose() {
+  linger lg{1, 0};
+  if (fd_ >= 0) (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
 Socket Socket::listen(const SocketAddress& addr, int backlog) {
   std::string what = "bootstrap: listen on " + addr.toString();
   Socket s = newSocket(addr.family(), what);

@@ -74,6 +74,9 @@ class Socket {
   void close();
   // Shuts both directions down but keeps the descriptor, so pollers and writers wake safely.
   void shutdown();
+  // Makes close() reset the connection (SO_LINGER 0): no TIME_WAIT is left behind, and data
+  // not yet delivered is dropped.
+  void resetOnClose();
 
   // A listening socket on `addr` (port 0 picks an ephemeral port) with SO_REUSEADDR.
   // Throws Error(kSystemError) naming the address.

@@ -19,8 +19,12 @@ namespace {
 constexpr uint32_t kUserChannel = 0;
 constexpr uint32_t kInternalChannel = 1;
 constexpr int kAllgatherTag = 1;
-// Unauthenticated connections held at once; more are refused so a flood cannot exhaust fds.
+// Unauthenticated connections held at once, so a flood cannot exhaust fds. When full, the oldest
+// one that has sent nothing is evicted: peers send their hello as soon as they connect, so idle
+// strangers can never crowd them out.
 constexpr size_t kMaxPending = 256;
+// Connections accepted per pass, so a flood cannot starve the authenticated connections.
+constexpr size_t kAcceptsPerPass = 512;
 // Bytes read from one connection per pass, so one busy peer cannot starve the others.
 constexpr size_t kReadBurst = 16u << 20;
 // Frames up to this size go out in one send() with their header.
@@ -246,7 +250,8 @@ bool TcpBootstrap::connectTo(int peer, const Budget& budget, bool forRecv) {
       fail(Status::kRemoteError, name_ + ": " + who(peer) + " is gone: " + p.reason);
     }
   }
-  std::string what = name_ + ": connecting to " + who(peer);
+  std::string what = name_ + ": connecting to " + who(peer) + " (timeout " +
+                     std::to_string(budget.limit.count()) + " ms)";
   try {
     Socket s = Socket::connect(addresses_[peer], budget.deadline, abortFd_.fd(), what);
     uint8_t hello[wire::kPeerHelloBytes];
@@ -353,25 +358,31 @@ void TcpBootstrap::progressLoop() {
                     incoming_.end());
     again = updateLiveness(iteration);
   }
-  // Aborted or destroyed: peers see EOF at once, and late connections are refused instead of
-  // waiting in a backlog nobody serves.
-  for (auto& in : incoming_) in.sock.shutdown();
+  // Aborted or destroyed: peers see the end at once, and late connections are refused instead
+  // of waiting in a backlog nobody serves. Incoming connections are reset rather than closed:
+  // this side only ever reads them, and an orderly close by the accepting side would leave
+  // TIME_WAIT on the listen port, where a host running many short jobs runs out of ports.
+  for (auto& in : incoming_) {
+    if (!in.closed) in.sock.resetOnClose();
+    in.sock.shutdown();
+  }
   pending_.clear();
   listen_.close();
 }
 
 void TcpBootstrap::acceptAll() {
-  for (;;) {
+  for (size_t accepted = 0; accepted < kAcceptsPerPass; ++accepted) {
     SocketAddress peer;
     Socket s = listen_.tryAccept(&peer);
     if (!s.valid()) return;
     if (pending_.size() >= kMaxPending) {
-      ++dropped_;
-      WEFT_WARN(BOOTSTRAP,
-                "%s: dropped connection from %s: %zu connections already wait to "
-                "authenticate",
-                name_.c_str(), peer.toString().c_str(), pending_.size());
-      continue;
+      // pending_ is in arrival order: the oldest silent connection goes, else the oldest.
+      auto victim = std::find_if(pending_.begin(), pending_.end(),
+                                 [](const Pending& p) { return p.got == 0; });
+      if (victim == pending_.end()) victim = pending_.begin();
+      dropPending(*victim, std::to_string(pending_.size()) +
+                               " connections wait to authenticate, the oldest make way");
+      pending_.erase(victim);
     }
     Pending p;
     p.sock = std::move(s);
@@ -384,8 +395,7 @@ void TcpBootstrap::acceptAll() {
 
 bool TcpBootstrap::dropPending(Pending& p, const std::string& why) {
   ++dropped_;
-  WEFT_WARN(BOOTSTRAP, "%s: dropped connection from %s: %s", name_.c_str(),
-            p.peer.toString().c_str(), why.c_str());
+  drops_.note(name_ + ": dropped connection from " + p.peer.toString() + ": " + why);
   return true;
 }
 

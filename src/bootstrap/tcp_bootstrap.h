@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/drop_log.h"
 #include "src/bootstrap/secret.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/wire.h"
@@ -138,6 +139,7 @@ class TcpBootstrap final : public Bootstrap {
   uint64_t iteration_ = 0;  // progress passes (guarded by mu_)
 
   std::vector<Pending> pending_;
+  DropLog drops_;  // progress thread only
   std::vector<Incoming> incoming_;
   std::thread progress_;
 };

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 
 #include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/secret.h"
@@ -22,9 +23,11 @@ namespace weft::tcp {
 namespace {
 
 constexpr uint64_t kWakeId = 0;
-constexpr size_t kMaxHandshakes = 512;  // unauthenticated sockets waiting for a hello
-constexpr size_t kMaxParked = 4096;     // authenticated sockets waiting for connect()
-constexpr uint64_t kHandshakeNs = 30ull * 1000 * 1000 * 1000;
+// Unauthenticated sockets waiting for a hello. When full, the oldest that has sent nothing is
+// evicted: a link sends its hello as soon as it connects, so idle strangers never crowd it out.
+constexpr size_t kMaxHandshakes = 512;
+constexpr size_t kMaxParked = 4096;  // authenticated sockets waiting for connect()
+constexpr uint64_t kHandshakeNs = 10ull * 1000 * 1000 * 1000;
 
 bool tokensEqual(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;
@@ -49,6 +52,9 @@ class HandshakeHandler : public Handler {
     }
   }
   void setId(uint64_t id) { id_ = id; }
+  bool waiting() const { return fd_ >= 0; }
+  bool silent() const { return got_ == 0; }
+  void evict() { drop("evicted: too many connections wait for their hello"); }
 
   void onEvent(uint32_t events) override {
     while (fd_ >= 0 && got_ < kHelloBytes) {
@@ -109,20 +115,44 @@ class ListenHandler : public Handler {
           WEFT_WARN(NET, "tcp: accept failed: %s", std::strerror(errno));
         return;
       }
-      if (gHandshakes.load() >= kMaxHandshakes) {
-        ::close(fd);  // a flood of strangers: refuse rather than run out of descriptors
-        continue;
-      }
+      // A flood of strangers: make room rather than run out of descriptors or refuse peers.
+      if (gHandshakes.load() >= kMaxHandshakes) evictOne();
       tuneSocket(fd, Engine::get().socketBuffer());
       Engine::get().track(fd);
       auto h = std::make_shared<HandshakeHandler>(w_, fd);
       h->setId(w_.add(fd, h, /*ticks=*/true));
+      while (!handshakes_.empty() && [&] {
+        auto front = handshakes_.front().lock();
+        return !front || !front->waiting();
+      }())
+        handshakes_.pop_front();
+      handshakes_.push_back(h);
     }
   }
 
  private:
+  // Handshakes run on this worker, like this handler: no other thread touches them.
+  void evictOne() {
+    std::shared_ptr<HandshakeHandler> oldest;
+    for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+      auto h = it->lock();
+      if (!h || !h->waiting()) {
+        it = handshakes_.erase(it);
+        continue;
+      }
+      if (!oldest) oldest = h;
+      if (h->silent()) {
+        oldest = h;
+        break;
+      }
+      ++it;
+    }
+    if (oldest) oldest->evict();
+  }
+
   Worker& w_;
   int fd_;
+  std::deque<std::weak_ptr<HandshakeHandler>> handshakes_;  // in arrival order
 };
 
 bootstrap::SocketAddress loopback(int family) {
