@@ -62,7 +62,9 @@ std::string usage() {
          "  --eval-batches N      gpt validation batches (default 4)\n"
          "  --text-cache FILE     cache of the KJV text (default: run bible each time)\n"
          "  --fashion-dir DIR     Fashion-MNIST folder (default /usr/share/datasets/...)\n"
-         "  --blas-threads N      OpenBLAS threads (default 1)\n";
+         "  --blas-threads N      OpenBLAS threads (default 1)\n"
+         "  --tp N [--sp]         gpt: N tensor-parallel ranks, one process each (weftrun -n N),\n"
+         "                        --sp adds sequence parallelism\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -72,6 +74,10 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       help = true;
+      continue;
+    }
+    if (flag == "--sp") {
+      o.sequence_parallel = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " wants a value (see --help)");
@@ -120,6 +126,8 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.fashion_dir = value;
     } else if (flag == "--blas-threads") {
       o.blas_threads = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--tp") {
+      o.tp = static_cast<int>(parse_int(flag, value, 1));
     } else {
       throw std::invalid_argument("unknown option " + flag + " (see --help)");
     }

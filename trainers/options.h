@@ -26,6 +26,8 @@ struct TrainOptions {
   std::string text_cache;   // gpt: cache file of the KJV text (empty: run bible every time)
   std::string fashion_dir;  // mlp: Fashion-MNIST folder (empty: the package's)
   int blas_threads = 1;
+  int tp = 1;                      // tensor-parallel ranks (one process each, under a launcher)
+  bool sequence_parallel = false;  // --sp: sequence parallelism within the tensor-parallel group
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets

@@ -19,6 +19,7 @@
 #include "trainers/common/kernels.h"
 #include "trainers/common/mlp.h"
 #include "trainers/options.h"
+#include "trainers/tp/tp_train.h"
 
 namespace weft::trainers {
 namespace {
@@ -173,7 +174,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
-    if (o.model == "gpt")
+    if (o.tp > 1 || o.sequence_parallel)
+      run_tp_gpt(o);
+    else if (o.model == "gpt")
       o.dtype == "f64" ? run_gpt<double>(o) : run_gpt<float>(o);
     else
       o.dtype == "f64" ? run_mlp<double>(o) : run_mlp<float>(o);
