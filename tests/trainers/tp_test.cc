@@ -274,6 +274,65 @@ TEST(TrainersTp, SequenceParallelFourRanksMatchOneProcessDouble) {
   expect_matches_single_process<double>(4, true, 1e-12);
 }
 
+// The per-layer steps as a pipeline stage runs them: two micro-batches of two sequences, layer by
+// layer with caller-owned activations, accumulate the whole batch's gradients.
+TEST(TrainersTp, PerLayerMicroBatchesGiveTheWholeBatchsGradients) {
+  set_blas_threads(1);
+  const GptConfig config = test_config();
+  const auto text = synthetic_text(config.vocab);
+  TextBatcher batcher(&text, kSeq, kSeed);
+  std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  batcher.batch(0, 0, kBatch, inputs.data(), targets.data());
+  Gpt<double> single(config);
+  single.initialize(kSeed);
+  single.zero_grads();
+  const double loss = single.forward(inputs.data(), targets.data(), kBatch, kSeq);
+  single.backward();
+  const int tp = 2;
+  std::vector<std::vector<double>> grads(tp);
+  std::vector<double> losses(tp, 0.0);
+  run_ranks(tp, [&](Grid& grid) {
+    const int r = grid.coords().tp_rank;
+    TpGpt<double> model(config, grid.tp(), true);
+    model.initialize(kSeed);
+    model.zero_grads();
+    const int micro = 2, C = config.channels, L = config.layers;
+    const size_t local = static_cast<size_t>(model.local_rows(micro, kSeq)) * C;
+    const double scale = 1.0 / (kBatch * kSeq);
+    for (int m = 0; m < kBatch / micro; ++m) {
+      const int32_t* tok = inputs.data() + m * micro * kSeq;
+      const int32_t* tgt = targets.data() + m * micro * kSeq;
+      std::vector<double> x0(local), dx(local), dnext(local, 0.0);
+      model.embed_forward(tok, micro, kSeq, x0.data());
+      std::vector<TpGptBlockActivations<double>> blocks(L);
+      for (int l = 0; l < L; ++l)
+        model.block_forward(l, l == 0 ? x0.data() : blocks[l - 1].out.data(), micro, kSeq,
+                            blocks[l]);
+      TpGptHeadActivations<double> head;
+      losses[r] +=
+          model.head_forward(blocks[L - 1].out.data(), tgt, micro, kSeq, head) * micro / kBatch;
+      TpGptScratch<double> scratch;
+      model.head_backward(blocks[L - 1].out.data(), head, tgt, scale, dnext.data(), micro, kSeq,
+                          scratch);
+      for (int l = L - 1; l >= 0; --l) {
+        std::fill(dx.begin(), dx.end(), 0.0);
+        model.block_backward(l, l == 0 ? x0.data() : blocks[l - 1].out.data(), blocks[l],
+                             dnext.data(), dx.data(), micro, kSeq, scratch);
+        std::swap(dx, dnext);
+      }
+      model.embed_backward(tok, micro, kSeq, dnext.data());
+    }
+    model.reduce_replicated_grads();
+    grads[r].resize(model.whole_table().total());
+    model.gather_whole(model.grads().data(), grads[r].data());
+  });
+  for (int r = 0; r < tp; ++r) {
+    EXPECT_NEAR(losses[r], loss, 1e-12 * loss);
+    expect_tensors_near(single.table(), grads[r], single.grads(), 1e-12, false,
+                        "rank " + std::to_string(r) + " gradient");
+  }
+}
+
 void expect_same_file(const TensorFile& got, const TensorFile& want) {
   EXPECT_EQ(got.all_meta(), want.all_meta());
   ASSERT_EQ(got.tensors().size(), want.tensors().size());
