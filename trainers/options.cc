@@ -65,7 +65,9 @@ std::string usage() {
          "  --blas-threads N      OpenBLAS threads (default 1)\n"
          "  --pp N                pipeline stages, one process each (weftrun -n N; default 1)\n"
          "  --schedule gpipe|1f1b pipeline schedule (default 1f1b)\n"
-         "  --microbatches M      micro-batches per step, dividing --batch (default 1)\n";
+         "  --microbatches M      micro-batches per step, dividing --batch (default 1)\n"
+         "  --tp N [--sp]         gpt: N tensor-parallel ranks, one process each (weftrun -n N),\n"
+         "                        --sp adds sequence parallelism\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -75,6 +77,10 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       help = true;
+      continue;
+    }
+    if (flag == "--sp") {
+      o.sequence_parallel = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " wants a value (see --help)");
@@ -130,6 +136,8 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.schedule = value;
     } else if (flag == "--microbatches") {
       o.microbatches = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--tp") {
+      o.tp = static_cast<int>(parse_int(flag, value, 1));
     } else {
       throw std::invalid_argument("unknown option " + flag + " (see --help)");
     }

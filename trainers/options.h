@@ -31,6 +31,8 @@ struct TrainOptions {
   int pp = 1;
   std::string schedule = "1f1b";  // gpipe | 1f1b
   int microbatches = 1;
+  int tp = 1;                      // tensor-parallel ranks (one process each, under a launcher)
+  bool sequence_parallel = false;  // --sp: sequence parallelism within the tensor-parallel group
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets

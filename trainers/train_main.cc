@@ -20,6 +20,7 @@
 #include "trainers/common/mlp.h"
 #include "trainers/options.h"
 #include "trainers/pp/pp_train.h"
+#include "trainers/tp/tp_train.h"
 
 namespace weft::trainers {
 namespace {
@@ -174,7 +175,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
-    if (o.pp > 1 || o.microbatches > 1)
+    if (o.tp > 1 || o.sequence_parallel)
+      run_tp_gpt(o);
+    else if (o.pp > 1 || o.microbatches > 1)
       run_gpt_pipeline(o);
     else if (o.model == "gpt")
       o.dtype == "f64" ? run_gpt<double>(o) : run_gpt<float>(o);
