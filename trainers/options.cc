@@ -62,7 +62,9 @@ std::string usage() {
          "  --eval-batches N      gpt validation batches (default 4)\n"
          "  --text-cache FILE     cache of the KJV text (default: run bible each time)\n"
          "  --fashion-dir DIR     Fashion-MNIST folder (default /usr/share/datasets/...)\n"
-         "  --blas-threads N      OpenBLAS threads (default 1)\n";
+         "  --blas-threads N      OpenBLAS threads (default 1)\n"
+         "  --dp N --zero 0|1|2|3 --bucket-mb X   gpt data parallel over N processes started by\n"
+         "                        weftrun -n N (default 1, 0, 25)\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -118,6 +120,14 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.text_cache = value;
     } else if (flag == "--fashion-dir") {
       o.fashion_dir = value;
+    } else if (flag == "--dp") {
+      o.dp = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--zero") {
+      o.zero = static_cast<int>(parse_int(flag, value, 0));
+      if (o.zero > 3) throw std::invalid_argument("--zero wants 0, 1, 2 or 3");
+    } else if (flag == "--bucket-mb") {
+      o.bucket_mb = parse_double(flag, value);
+      if (!(o.bucket_mb >= 0)) throw std::invalid_argument("--bucket-mb wants a size >= 0");
     } else if (flag == "--blas-threads") {
       o.blas_threads = static_cast<int>(parse_int(flag, value, 1));
     } else {

@@ -26,6 +26,9 @@ struct TrainOptions {
   std::string text_cache;   // gpt: cache file of the KJV text (empty: run bible every time)
   std::string fashion_dir;  // mlp: Fashion-MNIST folder (empty: the package's)
   int blas_threads = 1;
+  int dp = 1;             // data-parallel processes (weftrun -n N; gpt only)
+  int zero = 0;           // ZeRO stage 0-3 under --dp
+  double bucket_mb = 25;  // gradient bucket cap under --dp
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets

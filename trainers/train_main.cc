@@ -19,6 +19,7 @@
 #include "trainers/common/kernels.h"
 #include "trainers/common/mlp.h"
 #include "trainers/options.h"
+#include "trainers/dp/train_dp.h"
 
 namespace weft::trainers {
 namespace {
@@ -173,6 +174,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
+    if (o.dp > 1 || o.zero > 0) {
+      run_gpt_data_parallel(o);
+      return 0;
+    }
     if (o.model == "gpt")
       o.dtype == "f64" ? run_gpt<double>(o) : run_gpt<float>(o);
     else
