@@ -67,7 +67,9 @@ std::string usage() {
          "  --schedule gpipe|1f1b pipeline schedule (default 1f1b)\n"
          "  --microbatches M      micro-batches per step, dividing --batch (default 1)\n"
          "  --tp N [--sp]         gpt: N tensor-parallel ranks, one process each (weftrun -n N),\n"
-         "                        --sp adds sequence parallelism\n";
+         "                        --sp adds sequence parallelism\n"
+         "  --dp N --zero 0|1|2|3 --bucket-mb X   gpt data parallel over N processes started by\n"
+         "                        weftrun -n N (default 1, 0, 25)\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -127,6 +129,14 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.text_cache = value;
     } else if (flag == "--fashion-dir") {
       o.fashion_dir = value;
+    } else if (flag == "--dp") {
+      o.dp = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--zero") {
+      o.zero = static_cast<int>(parse_int(flag, value, 0));
+      if (o.zero > 3) throw std::invalid_argument("--zero wants 0, 1, 2 or 3");
+    } else if (flag == "--bucket-mb") {
+      o.bucket_mb = parse_double(flag, value);
+      if (!(o.bucket_mb >= 0)) throw std::invalid_argument("--bucket-mb wants a size >= 0");
     } else if (flag == "--blas-threads") {
       o.blas_threads = static_cast<int>(parse_int(flag, value, 1));
     } else if (flag == "--pp") {

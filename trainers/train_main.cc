@@ -21,6 +21,7 @@
 #include "trainers/options.h"
 #include "trainers/pp/pp_train.h"
 #include "trainers/tp/tp_train.h"
+#include "trainers/dp/train_dp.h"
 
 namespace weft::trainers {
 namespace {
@@ -175,7 +176,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
-    if (o.tp > 1 || o.sequence_parallel)
+    if (o.dp > 1 || o.zero > 0)
+      run_gpt_data_parallel(o);
+    else if (o.tp > 1 || o.sequence_parallel)
       run_tp_gpt(o);
     else if (o.pp > 1 || o.microbatches > 1)
       run_gpt_pipeline(o);
