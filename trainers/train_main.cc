@@ -18,10 +18,10 @@
 #include "trainers/common/gpt.h"
 #include "trainers/common/kernels.h"
 #include "trainers/common/mlp.h"
+#include "trainers/dp/train_dp.h"
 #include "trainers/options.h"
 #include "trainers/pp/pp_train.h"
 #include "trainers/tp/tp_train.h"
-#include "trainers/dp/train_dp.h"
 
 namespace weft::trainers {
 namespace {
