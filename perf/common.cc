@@ -168,7 +168,8 @@ void usage(const char* program) {
       "\t[-G,--cudagraph <n>] accepted, ignored: no CUDA graphs in host mode\n"
       "\t[-D,--device_implementation <n>] accepted, ignored: no device API in host mode\n"
       "\t[-h,--help]\n"
-      "Processes: run under weftrun (or set WEFT_RANK/WEFT_WORLD_SIZE and WEFT_ID_FILE).\n",
+      "Processes: run under weftrun, srun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and\n"
+      "MASTER_PORT as torchrun does (or WEFT_ID_FILE, a path all processes reach, for the id).\n",
       program);
 }
 
@@ -959,23 +960,20 @@ int Driver::run() {
   allocBytes_ = bufBytes_ + static_cast<size_t>(opt_.unalign) * maxTypeSize;
   allocBytes_ = std::max<size_t>(64, (allocBytes_ + 63) / 64 * 64);
 
-  // The unique id: made here when alone, else shared through the file weftrun names.
+  // The unique id: made here when alone, else shared through MPI, through the file weftrun
+  // names, or derived alike by every process from its launcher's environment.
   try {
     if (world_.count > 1 && mpiShareUniqueId(world_, &id_)) {
       // Started by mpirun/srun: the id went out with MPI_Bcast.
-    } else if (world_.count > 1) {
-      const char* path = std::getenv("WEFT_ID_FILE");
-      if (!path || !*path)
-        throw std::runtime_error(
-            "this is process " + std::to_string(world_.index) + " of " +
-            std::to_string(world_.count) + " (from " + world_.source +
-            ") but WEFT_ID_FILE is not set; run under weftrun or set it to a path all "
-            "processes can reach");
+    } else if (const char* path = std::getenv("WEFT_ID_FILE"); world_.count > 1 && path && *path) {
       idPath_ = path;
       double wait = 120;
       if (const char* t = std::getenv("WEFT_ID_TIMEOUT")) wait = std::atof(t);
       if (opt_.timeout > 0) wait = std::max(wait, static_cast<double>(opt_.timeout));
       id_ = shareUniqueId(world_, idPath_, wait);
+    } else if (world_.count > 1) {
+      // torchrun-style MASTER_ADDR/MASTER_PORT, or srun's job step: no shared file needed.
+      id_ = deriveUniqueId(world_);
     } else {
       PERF_NCCL(ncclGetUniqueId(&id_));
     }

@@ -12,10 +12,11 @@ namespace weft::perf {
 namespace {
 bool gActive = false;
 
-// Variables MPI launchers put in each process's environment.
+// Variables MPI launchers put in each process's environment. srun puts PMI_SIZE or PMIX_RANK
+// there only with --mpi=pmi2/pmix; a plain srun (SLURM_PROCID alone) gives MPI nothing to start
+// from, and the tools then rendezvous through the job step (deriveUniqueId).
 bool underMpiLauncher() {
-  for (const char* v :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "SLURM_PROCID"})
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
     if (std::getenv(v)) return true;
   return false;
 }

@@ -84,15 +84,20 @@ ProcessWorld discoverWorld() {
   static const struct {
     const char* rank;
     const char* size;
-  } kSources[] = {{"WEFT_RANK", "WEFT_WORLD_SIZE"},
-                  {"RANK", "WORLD_SIZE"},
-                  {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                  {"PMI_RANK", "PMI_SIZE"}};
+    bool bothOrNone;  // one without the other is an error, not "not this launcher"
+  } kSources[] = {{"WEFT_RANK", "WEFT_WORLD_SIZE", true},
+                  {"RANK", "WORLD_SIZE", true},
+                  {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", true},
+                  {"PMI_RANK", "PMI_SIZE", true},
+                  // Only srun sets SLURM_STEP_NUM_TASKS: a batch script's own process has
+                  // SLURM_PROCID=0 and is one process.
+                  {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", false}};
   ProcessWorld w;
   for (const auto& s : kSources) {
     int rank = 0, size = 0;
     bool hasRank = readInt(s.rank, &rank), hasSize = readInt(s.size, &size);
     if (!hasRank && !hasSize) continue;
+    if (!s.bothOrNone && !(hasRank && hasSize)) continue;
     if (!hasRank || !hasSize)
       throw std::runtime_error(std::string(hasRank ? s.size : s.rank) + " is missing while " +
                                (hasRank ? s.rank : s.size) + " is set");
@@ -127,6 +132,21 @@ ncclUniqueId shareUniqueId(const ProcessWorld& world, const std::string& path, d
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));
   }
+  return id;
+}
+
+ncclUniqueId deriveUniqueId(const ProcessWorld& world) {
+  ncclUniqueId id;
+  int rank = -1, count = 0;
+  if (ncclResult_t r = weftGetUniqueIdFromEnv(&id, &rank, &count); r != ncclSuccess)
+    throw std::runtime_error(std::string("this is process ") + std::to_string(world.index) +
+                             " of " + std::to_string(world.count) + " (from " + world.source +
+                             ") without WEFT_ID_FILE, and the rendezvous cannot be derived: " +
+                             ncclGetLastError(nullptr));
+  if (rank != world.index || count != world.count)
+    throw std::runtime_error("weftGetUniqueIdFromEnv says process " + std::to_string(rank) +
+                             " of " + std::to_string(count) + ", " + world.source + " says " +
+                             std::to_string(world.index) + " of " + std::to_string(world.count));
   return id;
 }
 

@@ -29,13 +29,29 @@ ncclResult_t weftStreamSynchronize(cudaStream_t stream);
 ncclResult_t weftStreamQuery(cudaStream_t stream);
 
 /*
- * Creates this rank's communicator from a torchrun-style environment: RANK, WORLD_SIZE,
- * MASTER_ADDR and MASTER_PORT (WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR and WEFT_MASTER_PORT
- * take precedence; LOCAL_RANK / WEFT_LOCAL_RANK is checked and logged). No unique id travels:
- * rank 0 serves the rendezvous on MASTER_ADDR:MASTER_PORT (set WEFT_MASTER_PORT when
- * torch.distributed already has a store on MASTER_PORT) and every rank derives the same id.
+ * The unique id of a launched job, which every process derives alike from its environment, with
+ * this process's rank and the number of processes: no id travels and no file is shared. The
+ * process of rank 0 also serves the rendezvous, so call this once per process for one
+ * communicator (of that size, or larger when each process then inits several ranks with the id).
+ * Ranks come from WEFT_RANK/WEFT_WORLD_SIZE, else torchrun's RANK/WORLD_SIZE, else Open MPI's
+ * OMPI_COMM_WORLD_RANK/SIZE, else MPICH's PMI_RANK/PMI_SIZE, else srun's
+ * SLURM_PROCID/SLURM_STEP_NUM_TASKS. Rank 0 serves on MASTER_ADDR:MASTER_PORT (WEFT_MASTER_ADDR
+ * and WEFT_MASTER_PORT take precedence; set WEFT_MASTER_PORT when torch.distributed already has a
+ * store on MASTER_PORT). Under srun either may be left out: the address is then the step's first
+ * node (SLURM_STEP_NODELIST, where task 0 runs unless the distribution is arbitrary) and the port
+ * one in [61000, 65000) derived from SLURM_JOB_ID and SLURM_STEP_ID. An MPI launcher names no
+ * address: set MASTER_ADDR and MASTER_PORT, or use weftCommInitFromMpi (weft/weft_mpi.h).
  * Set WEFT_JOB_SECRET to the same private string on every rank to keep strangers out; without
- * it, anyone who can reach the port and knows the job's size may join, as with torchrun's store.
+ * it, anyone who can reach the port and knows the job's size (under srun: its job and step ids)
+ * may join, as with torchrun's store.
+ */
+ncclResult_t weftGetUniqueIdFromEnv(ncclUniqueId* id, int* rank, int* nranks);
+
+/*
+ * Creates this rank's communicator, one rank per process, from the environment a launcher
+ * (torchrun, srun, mpirun with MASTER_ADDR set) gives it: weftGetUniqueIdFromEnv, then
+ * ncclCommInitRank. LOCAL_RANK / WEFT_LOCAL_RANK (or the launcher's local rank) is checked and
+ * logged.
  */
 ncclResult_t weftCommInitFromEnv(ncclComm_t* comm);
 
