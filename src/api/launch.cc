@@ -214,9 +214,9 @@ void serveRendezvous(const Rendezvous& z) {
     try {
       listen = bootstrap::Socket::listen(anyAddress(z.root.family(), z.root.port()));
     } catch (const Error& e) {
-      fail(Status::kSystemError,
-           std::string(e.what()) + " (rank 0 serves the rendezvous on port " + z.port +
-               "; set WEFT_MASTER_PORT to a free port on every rank)");
+      fail(Status::kSystemError, std::string(e.what()) + " (rank 0 serves the rendezvous on port " +
+                                     z.port +
+                                     "; set WEFT_MASTER_PORT to a free port on every rank)");
     }
   }
   auto timeout =
