@@ -160,18 +160,22 @@ Rendezvous readRendezvous() {
                              {&z.port, "MASTER_PORT"}})
     if (value->empty()) missing += std::string(missing.empty() ? "" : ", ") + name;
   if (!missing.empty()) {
-    std::string how =
-        s.rankText.empty()
-            ? " (torchrun's variables, WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR and "
-              "WEFT_MASTER_PORT, or a launcher's: srun, mpirun with MASTER_ADDR and MASTER_PORT)"
-            : std::string(" (") + s.rankVar + " gives the rank; " +
-                  (s.slurm ? "SLURM_JOB_ID, SLURM_STEP_ID and SLURM_STEP_NODELIST give the "
-                             "rest under srun"
-                           : "an MPI launcher names no rendezvous address: set MASTER_ADDR to "
-                             "rank 0's host and MASTER_PORT to a free port, or use "
-                             "weftCommInitFromMpi from weft/weft_mpi.h") +
-                  ")";
-    fail(Status::kInvalidArgument, "weftCommInitFromEnv: " + missing + " not set" + how);
+    std::string how;
+    if (s.rankText.empty())
+      how =
+          "torchrun's variables, WEFT_RANK, WEFT_WORLD_SIZE, WEFT_MASTER_ADDR and "
+          "WEFT_MASTER_PORT, or srun's";
+    else if (s.slurm)
+      how = "under srun SLURM_JOB_ID, SLURM_STEP_ID and SLURM_STEP_NODELIST stand in for them";
+    else if (std::strcmp(s.rankVar, "RANK") == 0 || std::strcmp(s.rankVar, "WEFT_RANK") == 0)
+      how = std::string(s.rankVar) + " is set: set MASTER_ADDR to rank 0's host and MASTER_PORT " +
+            "to a port free there";
+    else
+      how = std::string(s.rankVar) +
+            " is set, but an MPI launcher names no rendezvous address: set MASTER_ADDR to rank "
+            "0's host and MASTER_PORT to a port free there, or use weftCommInitFromMpi "
+            "(weft/weft_mpi.h)";
+    fail(Status::kInvalidArgument, missing + " not set (" + how + ")");
   }
   z.size = parseInt(s.sizeText, s.sizeVar, 1, 1 << 24);
   z.rank = parseInt(s.rankText, s.rankVar, 0, z.size - 1);
