@@ -5,6 +5,7 @@ pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml
       libgtest-dev googletest python3 graphviz clang
       clang-format  # the tree's formatting is checked (tests/lint)
       iproute2  # ip/tc for the network-namespace tests (label netns)
+      slurm-wlm  # a one-node Slurm the srun launch test starts itself (label slurm)
       libz3-dev)  # Z3 for exact synthesis (synth/solver; skipped when absent)
 # trainers/: OpenBLAS GEMMs, zlib, the KJV text and Fashion-MNIST read at run time, and PyTorch
 # for the reference check (tests/trainers; skipped when absent).
