@@ -134,8 +134,8 @@ TEST(CommRevoke, EndsACallBlockedInAnotherThread) {
   std::vector<float> buf(1 << 16, 1.0f);
   ncclResult_t blocked = ncclSuccess;
   std::thread caller([&] {
-    blocked = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comms[0],
-                            nullptr);
+    blocked =
+        ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comms[0], nullptr);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const auto start = std::chrono::steady_clock::now();
