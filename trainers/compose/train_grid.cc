@@ -20,11 +20,10 @@
 #include "trainers/common/data.h"
 #include "trainers/common/gpt.h"
 #include "trainers/common/mlp.h"
+#include "trainers/compose/gpt_grid.h"
 #include "trainers/compose/grid_state.h"
 #include "trainers/compose/grid_step.h"
-#include "trainers/compose/tp_stage.h"
 #include "trainers/parallel/grid.h"
-#include "trainers/pp/gpt_stage.h"
 #include "trainers/pp/schedule.h"
 #include "weft/weft.h"
 
@@ -180,95 +179,48 @@ void train_loop(const TrainOptions& o, const Config& config, const Grid& grid,
 
 template <typename T>
 void train_gpt(const TrainOptions& o, const Grid& grid) {
-  const GridCoords at = grid.coords();
-  const bool leader = grid.world_rank() == 0;
   const std::string text = load_kjv_text(o.text_cache);
   const CharVocab vocab(text);
   const TokenSplit split = split_tokens(vocab.encode(text), 0.1);
   const GptConfig config{vocab.size(), o.seq, o.layers, o.heads, o.channels};
   if (o.batch % (o.dp * o.microbatches) != 0)
     throw std::invalid_argument("--batch must be a multiple of --dp x --microbatches");
-  const int rows = o.batch / o.dp, micro_rows = rows / o.microbatches;
-  if (o.tp > 1 && o.sequence_parallel && (micro_rows * o.seq) % o.tp != 0)
+  if (o.tp > 1 && o.sequence_parallel && (o.batch / o.dp / o.microbatches * o.seq) % o.tp != 0)
     throw std::invalid_argument("--sp: --tp must divide a micro-batch's rows x --seq");
-
-  const StageLayers layers = split_gpt_layers(config.layers, o.pp, at.pp_rank);
-  const TensorTable whole_table = gpt_tensor_table(config);
-  WholeLayout<T> layout{&whole_table, {}, {}};
-  std::unique_ptr<PipelineStage<T>> stage;
-  std::function<void(uint64_t)> initialize;
-  std::vector<bool> counted;
-  std::function<void()> reduce_replicated;
-  if (o.tp > 1) {
-    auto tp_stage = std::make_unique<TpGptStage<T>>(config, layers, grid.tp(), o.sequence_parallel);
-    TpGptStage<T>* s = tp_stage.get();
-    const TpLayout& tl = s->model().layout();
-    layout.place = [&tl](const T* local, T* whole) { tl.place(local, whole, tl.tp_rank() == 0); };
-    layout.extract = [&tl](const T* whole, T* local) { tl.extract(whole, local); };
-    for (const TpShardMap& map : tl.maps()) counted.push_back(!map.replicated || at.tp_rank == 0);
-    reduce_replicated = [s] { s->model().reduce_replicated_grads(); };
-    initialize = [s](uint64_t seed) { s->initialize(seed); };
-    stage = std::move(tp_stage);
-  } else {
-    auto plain = std::make_unique<GptStage<T>>(config, layers);
-    GptStage<T>* s = plain.get();
-    const size_t total = whole_table.total();
-    layout.place = [total](const T* local, T* whole) { std::copy(local, local + total, whole); };
-    layout.extract = layout.place;
-    initialize = [s](uint64_t seed) { s->initialize(seed); };
-    stage = std::move(plain);
-  }
-  LocalModel<T> local{&stage->table(),  stage->params().data(), stage->grads().data(),
-                      stage->range(),   stage->tensor_range(),  counted,
-                      reduce_replicated};
-  GridTrainer<T> trainer(local, grid, adamw_config(o), o.zero);
+  GridGpt<T> model(config, grid, o.sequence_parallel);
+  GridTrainer<T> trainer(model.local(), grid, adamw_config(o), o.zero);
   uint64_t seed = o.seed;
   if (o.resume_dir.empty()) {
-    initialize(seed);
+    model.initialize(seed);
   } else {
     WholeState<T> state;
     seed = read_checkpoint<T, Gpt<T>>(o, config, state);
-    load_whole_state(state, layout, trainer);
+    load_whole_state(state, model.layout(), trainer);
   }
   const PipelineSchedule schedule = parse_pipeline_schedule(o.schedule);
-  if (leader)
+  if (grid.world_rank() == 0)
     std::printf(
         "gpt: %zu parameters, vocab %d, dp %d x tp %d%s x pp %d (%s, %d micro-batches), "
         "ZeRO-%d, from step %lld\n",
-        whole_table.total(), vocab.size(), o.dp, o.tp, o.sequence_parallel ? " sp" : "", o.pp,
-        pipeline_schedule_name(schedule), o.microbatches, o.zero,
+        model.whole_table().total(), vocab.size(), o.dp, o.tp, o.sequence_parallel ? " sp" : "",
+        o.pp, pipeline_schedule_name(schedule), o.microbatches, o.zero,
         static_cast<long long>(trainer.optimizer().steps()));
   std::fflush(stdout);
-
-  PipelineRunner<T> runner(*stage, grid.pp(), schedule);
   const TextBatcher train_batches(&split.train, o.seq, seed);
-  const size_t n = static_cast<size_t>(rows) * o.seq;
-  std::vector<int32_t> inputs(n), targets(n);
-  std::vector<MicroBatch> micros;
-  const double loss_scale = 1.0 / (static_cast<double>(o.batch) * o.seq);
-  for (int i = 0; i < o.microbatches; ++i) {
-    const size_t at_row = static_cast<size_t>(i) * micro_rows * o.seq;
-    micros.push_back(
-        MicroBatch{inputs.data() + at_row, targets.data() + at_row, micro_rows, o.seq, loss_scale});
-  }
-  const bool reports_loss = stage->is_last() && at.tp_rank == 0;
   auto pass = [&](int64_t step) {
-    train_batches.batch(step, at.dp_rank * rows, rows, inputs.data(), targets.data());
-    const PipelineRunStats run = runner.run(micros);
-    // run.loss is the mean over this dp rank's rows; the global mean is their average.
-    return LocalPass{reports_loss ? run.loss / o.dp : 0.0, run.wait_seconds};
+    return model.forward_backward(train_batches, step, o.batch, o.seq, o.microbatches, schedule);
   };
   const TextBatcher val_batches(&split.validation, o.seq, seed);
-  auto evaluate = [&](Gpt<T>& model) {
-    std::vector<int32_t> vin(static_cast<size_t>(o.batch) * o.seq), vtargets(vin.size());
+  auto evaluate = [&](Gpt<T>& whole) {
+    std::vector<int32_t> inputs(static_cast<size_t>(o.batch) * o.seq), targets(inputs.size());
     double sum = 0;
     for (int b = 0; b < o.eval_batches; ++b) {
-      val_batches.batch(b, 0, o.batch, vin.data(), vtargets.data());
-      sum += model.forward(vin.data(), vtargets.data(), o.batch, o.seq);
+      val_batches.batch(b, 0, o.batch, inputs.data(), targets.data());
+      sum += whole.forward(inputs.data(), targets.data(), o.batch, o.seq);
     }
     return sum / o.eval_batches;
   };
-  train_loop<T, Gpt<T>>(o, config, grid, trainer, layout, seed, pass, evaluate,
+  train_loop<T, Gpt<T>>(o, config, grid, trainer, model.layout(), seed, pass, evaluate,
                         static_cast<double>(o.batch) * o.seq, "tokens");
 }
 
