@@ -50,8 +50,10 @@ std::string usage() {
          "  --steps S             total optimizer steps (default 20)\n"
          "  --seed X              initialisation and batch seed (default 1)\n"
          "  --dtype f32|f64       scalar type (default f32)\n"
-         "  --csv FILE            per-step log: step,loss,grad_norm,val_loss\n"
+         "  --csv FILE            per-step log: step,loss,val_loss,tokens_per_s,comm_s,compute_s\n"
+         "                        (samples_per_s for the mlp)\n"
          "  --checkpoint DIR      write DIR/checkpoint.weft at the end\n"
+         "  --checkpoint-every K  also every K steps (default: at the end only)\n"
          "  --resume DIR          continue from DIR/checkpoint.weft (its seed is used)\n"
          "  --batch N             sequences or images per step (default 8)\n"
          "  --seq T               gpt context length (default 64)\n"
@@ -63,13 +65,13 @@ std::string usage() {
          "  --text-cache FILE     cache of the KJV text (default: run bible each time)\n"
          "  --fashion-dir DIR     Fashion-MNIST folder (default /usr/share/datasets/...)\n"
          "  --blas-threads N      OpenBLAS threads (default 1)\n"
-         "  --pp N                pipeline stages, one process each (weftrun -n N; default 1)\n"
+         "  --dp N --tp N --pp N  the process grid: dp x tp x pp processes, one per rank\n"
+         "                        (weftrun -n N, mpirun or torchrun; default 1 x 1 x 1)\n"
+         "  --sp                  sequence parallelism within the tensor-parallel group\n"
          "  --schedule gpipe|1f1b pipeline schedule (default 1f1b)\n"
-         "  --microbatches M      micro-batches per step, dividing --batch (default 1)\n"
-         "  --tp N [--sp]         gpt: N tensor-parallel ranks, one process each (weftrun -n N),\n"
-         "                        --sp adds sequence parallelism\n"
-         "  --dp N --zero 0|1|2|3 --bucket-mb X   gpt data parallel over N processes started by\n"
-         "                        weftrun -n N (default 1, 0, 25)\n";
+         "  --microbatches M      micro-batches per data-parallel rank and step (default 1)\n"
+         "  --zero 0|1|2|3        ZeRO stage; 2 and 3 on --dp alone (gpt; default 0)\n"
+         "  --bucket-mb X         gradient bucket cap of --zero 2|3 (default 25)\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -101,6 +103,8 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
       o.csv = value;
     } else if (flag == "--checkpoint") {
       o.checkpoint_dir = value;
+    } else if (flag == "--checkpoint-every") {
+      o.checkpoint_every = static_cast<int>(parse_int(flag, value, 0));
     } else if (flag == "--resume") {
       o.resume_dir = value;
     } else if (flag == "--batch") {
@@ -154,8 +158,8 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
   }
   if (o.model == "gpt" && o.channels % o.heads != 0)
     throw std::invalid_argument("--channels must be a multiple of --heads");
-  if (o.batch % o.microbatches != 0)
-    throw std::invalid_argument("--microbatches must divide --batch");
+  if (o.batch % (o.dp * o.microbatches) != 0)
+    throw std::invalid_argument("--dp x --microbatches must divide --batch");
   return o;
 }
 

@@ -45,7 +45,7 @@ void train(const TrainOptions& o, ncclComm_t world) {
   if (rank == 0 && !o.csv.empty()) {
     csv = std::make_unique<std::ofstream>(o.csv);
     if (!*csv) throw std::runtime_error("cannot write " + o.csv);
-    *csv << "step,loss,grad_norm,val_loss\n" << std::setprecision(9);
+    *csv << "step,loss,val_loss,tokens_per_s,comm_s,compute_s\n" << std::setprecision(17);
   }
   const TextBatcher batches(&split.train, o.seq, o.seed);
   const int rows = o.batch / o.dp;
@@ -64,7 +64,11 @@ void train(const TrainOptions& o, ncclComm_t world) {
         static_cast<long long>(step), loss, s.grad_norm, 1e3 * s.compute_s, 1e3 * s.comm_wait_s,
         1e3 * s.optimizer_s);
     std::fflush(stdout);
-    if (csv) *csv << step << ',' << loss << ',' << s.grad_norm << ",\n";
+    if (csv) {
+      const double seconds = s.compute_s + s.comm_wait_s + s.optimizer_s;
+      *csv << step << ',' << loss << ",," << static_cast<double>(o.batch) * o.seq / seconds << ','
+           << s.comm_wait_s << ',' << s.compute_s + s.optimizer_s << '\n';
+    }
   }
   const std::string memory = dp.memory().describe();
   std::printf("rank %d memory: %s\n", rank, memory.c_str());

@@ -1,0 +1,212 @@
+// DP x TP x PP composed (trainers/compose): 2x2x2 on 8 threads matches the one-process GPT after
+// ten clipped AdamW steps from the same seed and global batch (1e-5 relative in float, 1e-12 in
+// double), with sequence parallelism and ZeRO-1 too; ZeRO-1 is bitwise plain DP; a pipeline
+// alone stays bitwise the one process accumulating the same micro-batches; a checkpoint state
+// gathered from one layout continues in another as the uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "trainers/common/adamw.h"
+#include "trainers/common/data.h"
+#include "trainers/common/gpt.h"
+#include "trainers/common/kernels.h"
+#include "trainers/common/rng.h"
+#include "trainers/compose/gpt_grid.h"
+#include "trainers/compose/grid_state.h"
+#include "trainers/compose/grid_step.h"
+#include "trainers/parallel/grid.h"
+
+namespace weft::trainers {
+namespace {
+
+// 4 heads so that tp 2 splits them; vocabulary 30; two blocks for two stages.
+GptConfig test_config() { return GptConfig{30, 8, 2, 4, 32}; }
+constexpr int kBatch = 4, kSeq = 8, kSteps = 10;
+constexpr uint64_t kSeed = 4321;
+
+AdamWConfig test_adamw() {
+  AdamWConfig c;
+  c.lr = 3e-3;
+  c.weight_decay = 0.1;
+  c.clip_norm = 0.5;  // below the first steps' norms, so clipping scales the gradients
+  return c;
+}
+
+std::vector<int32_t> synthetic_text(int vocab) {
+  Rng rng(7);
+  std::vector<int32_t> text(4000);
+  for (size_t i = 0; i < text.size(); ++i)
+    text[i] = i % 3 == 0 ? static_cast<int32_t>(rng.below(vocab)) : text[i - 1];
+  return text;
+}
+
+template <typename T>
+struct Record {
+  std::vector<double> losses, norms;
+  std::vector<T> params;  // whole parameters after the last step
+};
+
+// The one-process run: the whole batch at once through Gpt<T>.
+template <typename T>
+Record<T> run_single() {
+  const auto text = synthetic_text(test_config().vocab);
+  const TextBatcher batcher(&text, kSeq, kSeed);
+  Gpt<T> model(test_config());
+  model.initialize(kSeed);
+  AdamW<T> optimizer(test_adamw(), model.table());
+  std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
+  Record<T> record;
+  for (int step = 0; step < kSteps; ++step) {
+    batcher.batch(step, 0, kBatch, inputs.data(), targets.data());
+    model.zero_grads();
+    record.losses.push_back(model.forward(inputs.data(), targets.data(), kBatch, kSeq));
+    model.backward();
+    auto& g = model.grads();
+    const double norm = std::sqrt(grad_square_sum(g.data(), g.size()));
+    record.norms.push_back(norm);
+    scale_grads(g.data(), g.size(), clip_coefficient(norm, optimizer.config().clip_norm));
+    optimizer.step(model.params().data(), g.data());
+  }
+  record.params = model.params();
+  return record;
+}
+
+struct Layout {
+  GridShape shape;
+  bool sequence_parallel = false;
+  int zero = 0;
+  int microbatches = 2;
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+};
+
+// Runs steps [first, end) on a grid of threads; starts from `resume` (gathered whole state) when
+// it has parameters. World rank 0's record; its whole state after the last step in `out`.
+template <typename T>
+Record<T> run_grid(const Layout& layout, int first, int end, const WholeState<T>& resume,
+                   WholeState<T>* out = nullptr) {
+  const int n = layout.shape.size();
+  std::vector<ncclComm_t> world(n);
+  EXPECT_EQ(ncclCommInitAll(world.data(), n, nullptr), ncclSuccess);
+  const auto text = synthetic_text(test_config().vocab);
+  const TextBatcher batcher(&text, kSeq, kSeed);
+  Record<T> record;
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        const Grid grid(world[r], layout.shape);
+        GridGpt<T> model(test_config(), grid, layout.sequence_parallel);
+        GridTrainer<T> trainer(model.local(), grid, test_adamw(), layout.zero);
+        if (resume.params.empty())
+          model.initialize(kSeed);
+        else
+          load_whole_state(resume, model.layout(), trainer);
+        for (int step = first; step < end; ++step) {
+          const GridStepStats s = trainer.step([&] {
+            return model.forward_backward(batcher, step, kBatch, kSeq, layout.microbatches,
+                                          layout.schedule);
+          });
+          if (r == 0) {
+            record.losses.push_back(s.loss);
+            record.norms.push_back(s.grad_norm);
+          }
+        }
+        WholeState<T> state = gather_whole_state(trainer, model.layout(), grid);
+        if (r == 0) {
+          record.params = state.params;
+          if (out) *out = std::move(state);
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (ncclComm_t c : world) ncclCommDestroy(c);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return record;
+}
+
+// Losses and norms step by step within tolerance (relative), and the parameters at the model's
+// scale (AdamW divides by each element's running RMS, so where a gradient is mostly
+// cancellation a different summation order moves that element by up to lr times the rounding).
+template <typename T>
+void expect_near(const Record<T>& got, const Record<T>& want, int first, double tolerance) {
+  ASSERT_EQ(got.losses.size() + first, want.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i) {
+    EXPECT_NEAR(got.losses[i], want.losses[first + i], tolerance * want.losses[first + i])
+        << "step " << first + i;
+    EXPECT_NEAR(got.norms[i], want.norms[first + i], tolerance * want.norms[first + i])
+        << "step " << first + i;
+  }
+  ASSERT_EQ(got.params.size(), want.params.size());
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < want.params.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(want.params[i])));
+    diff = std::max(diff, std::abs(static_cast<double>(got.params[i]) - want.params[i]));
+  }
+  EXPECT_LE(diff, tolerance * scale);
+}
+
+template <typename T>
+void expect_bitwise(const Record<T>& got, const Record<T>& want) {
+  EXPECT_EQ(got.losses, want.losses);
+  EXPECT_EQ(got.norms, want.norms);
+  EXPECT_TRUE(got.params == want.params);
+}
+
+TEST(Grid3dTest, TwoByTwoByTwoMatchesOneProcessFloat) {
+  set_blas_threads(1);
+  const Record<float> single = run_single<float>();
+  bool clipped = false;
+  for (double norm : single.norms) clipped |= norm > test_adamw().clip_norm;
+  EXPECT_TRUE(clipped) << "the test means to exercise clipping";
+  expect_near(run_grid<float>(Layout{{2, 2, 2}}, 0, kSteps, {}), single, 0, 1e-5);
+}
+
+TEST(Grid3dTest, TwoByTwoByTwoMatchesOneProcessDouble) {
+  set_blas_threads(1);
+  expect_near(run_grid<double>(Layout{{2, 2, 2}}, 0, kSteps, {}), run_single<double>(), 0, 1e-12);
+}
+
+TEST(Grid3dTest, SequenceParallelZeroOneGpipeMatchesOneProcess) {
+  set_blas_threads(1);
+  const Layout layout{{2, 2, 2}, true, 1, 2, PipelineSchedule::kGPipe};
+  expect_near(run_grid<double>(layout, 0, kSteps, {}), run_single<double>(), 0, 1e-12);
+  expect_near(run_grid<float>(layout, 0, kSteps, {}), run_single<float>(), 0, 1e-5);
+}
+
+TEST(Grid3dTest, ZeroOneIsBitwisePlainDataParallel) {
+  set_blas_threads(1);
+  const Record<float> plain = run_grid<float>(Layout{{2, 1, 2}, false, 0}, 0, kSteps, {});
+  expect_bitwise(run_grid<float>(Layout{{2, 1, 2}, false, 1}, 0, kSteps, {}), plain);
+}
+
+TEST(Grid3dTest, PipelineAloneIsBitwiseTheAccumulatingProcess) {
+  set_blas_threads(1);
+  // One rank with four micro-batches accumulates them in order, as every stage does.
+  const Layout one{{1, 1, 1}, false, 0, 4};
+  const Record<double> accumulating = run_grid<double>(one, 0, kSteps, {});
+  expect_bitwise(run_grid<double>(Layout{{1, 1, 2}, false, 0, 4}, 0, kSteps, {}), accumulating);
+  expect_near(accumulating, run_single<double>(), 0, 1e-12);
+}
+
+TEST(Grid3dTest, StateGatheredFromOneLayoutContinuesInAnother) {
+  set_blas_threads(1);
+  const Record<double> single = run_single<double>();
+  WholeState<double> state;
+  run_grid<double>(Layout{{2, 2, 1}, false, 1}, 0, kSteps / 2, {}, &state);
+  EXPECT_EQ(state.steps, kSteps / 2);
+  for (const GridShape shape : {GridShape{1, 1, 2}, GridShape{2, 1, 1}, GridShape{1, 2, 2}})
+    expect_near(run_grid<double>(Layout{shape}, kSteps / 2, kSteps, state), single, kSteps / 2,
+                1e-12);
+}
+
+}  // namespace
+}  // namespace weft::trainers

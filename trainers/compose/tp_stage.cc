@@ -1,0 +1,103 @@
+#include "trainers/compose/tp_stage.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace weft::trainers {
+
+template <typename T>
+TpGptStage<T>::TpGptStage(const GptConfig& config, StageLayers layers, ncclComm_t tp,
+                          bool sequence_parallel)
+    : model_(config, tp, sequence_parallel), layers_(layers) {
+  const int head = config.layers + 1;
+  if (layers.first < 0 || layers.last > head || layers.first > layers.last)
+    throw std::invalid_argument("TpGptStage: layers [" + std::to_string(layers.first) + ", " +
+                                std::to_string(layers.last) + "] outside [0, " +
+                                std::to_string(head) + "]");
+  first_block_ = std::max(layers.first, 1) - 1;
+  end_block_ = std::min(layers.last, config.layers);
+  // The shard table keeps the whole table's tensor order and layers.
+  const TensorTable& table = model_.table();
+  range_ = {table.layer_range(layers.first).first, table.layer_range(layers.last).second};
+  const auto& tensors = table.tensors();
+  size_t lo = tensors.size(), hi = 0;
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].layer >= layers.first && tensors[i].layer <= layers.last) {
+      lo = std::min(lo, i);
+      hi = i + 1;
+    }
+  tensor_range_ = {lo, hi};
+}
+
+template <typename T>
+size_t TpGptStage<T>::boundary_elements(const MicroBatch& batch) const {
+  return static_cast<size_t>(model_.local_rows(batch.rows, batch.seq)) * model_.config().channels;
+}
+
+template <typename T>
+const T* TpGptStage<T>::forward(int micro, const MicroBatch& batch, const T* input) {
+  if (micros_.count(micro))
+    throw std::logic_error("TpGptStage: forward of a micro-batch in flight");
+  if (is_first() != (input == nullptr))
+    throw std::invalid_argument("TpGptStage: the first stage (only) takes no input activation");
+  MicroState& s = micros_[micro];
+  if (is_first()) {
+    s.embedded.assign(boundary_elements(batch), T(0));
+    model_.embed_forward(batch.tokens, batch.rows, batch.seq, s.embedded.data());
+    input = s.embedded.data();
+  }
+  s.input = input;
+  s.blocks.resize(end_block_ - first_block_);
+  const T* x = input;
+  for (int b = first_block_; b < end_block_; ++b) {
+    TpGptBlockActivations<T>& a = s.blocks[b - first_block_];
+    model_.block_forward(b, x, batch.rows, batch.seq, a);
+    x = a.out.data();
+  }
+  if (!is_last()) return x;
+  s.loss = model_.head_forward(x, batch.targets, batch.rows, batch.seq, s.head);
+  return nullptr;
+}
+
+template <typename T>
+T TpGptStage<T>::micro_loss(int micro) const {
+  auto it = micros_.find(micro);
+  if (it == micros_.end() || !is_last())
+    throw std::logic_error("TpGptStage: no loss for micro-batch " + std::to_string(micro));
+  return it->second.loss;
+}
+
+template <typename T>
+const T* TpGptStage<T>::backward(int micro, const MicroBatch& batch, const T* output_grad) {
+  auto it = micros_.find(micro);
+  if (it == micros_.end()) throw std::logic_error("TpGptStage: backward without forward");
+  if (is_last() != (output_grad == nullptr))
+    throw std::invalid_argument("TpGptStage: the last stage (only) takes no output gradient");
+  MicroState& s = it->second;
+  const size_t n = boundary_elements(batch);
+  const int blocks = end_block_ - first_block_;
+  auto block_input = [&](int i) { return i == 0 ? s.input : s.blocks[i - 1].out.data(); };
+  if (is_last()) {
+    const T* x = blocks > 0 ? s.blocks.back().out.data() : s.input;
+    dnext_.assign(n, T(0));
+    model_.head_backward(x, s.head, batch.targets, static_cast<T>(batch.loss_scale), dnext_.data(),
+                         batch.rows, batch.seq, scratch_);
+  } else {
+    dnext_.assign(output_grad, output_grad + n);
+  }
+  for (int i = blocks - 1; i >= 0; --i) {
+    dx_.assign(n, T(0));
+    model_.block_backward(first_block_ + i, block_input(i), s.blocks[i], dnext_.data(), dx_.data(),
+                          batch.rows, batch.seq, scratch_);
+    std::swap(dx_, dnext_);
+  }
+  if (is_first()) model_.embed_backward(batch.tokens, batch.rows, batch.seq, dnext_.data());
+  micros_.erase(it);
+  return is_first() ? nullptr : dnext_.data();
+}
+
+template class TpGptStage<float>;
+template class TpGptStage<double>;
+
+}  // namespace weft::trainers
