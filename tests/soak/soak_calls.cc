@@ -138,6 +138,7 @@ Call drawCall(uint64_t jobSeed, int index, int calls, int nranks, const CallLimi
   auto [sendMult, recvMult] = multiples(c.kind, nranks);
   const size_t perCount = static_cast<size_t>(nranks) * (sendMult + recvMult) * typeSize(c.type);
   c.count = std::min(c.count, limits.maxJobBytes / perCount);
+  if (index == calls - 1) c.count = std::max<size_t>(c.count, 1);  // a count of 0 needs no peer
   c.inPlace = c.kind != Kind::kAlltoAll && c.kind != Kind::kSendRecv && rng.below(10) < 4;
   c.root = static_cast<int>(rng.below(nranks));
   c.salt = rng.next();

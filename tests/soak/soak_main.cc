@@ -110,10 +110,14 @@ int supervisorMain(const Options& o) {
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   const bool isolated = o.privateShm && privateDevShm();
   if (!getenv("WEFT_TIMEOUT_MS")) setenv("WEFT_TIMEOUT_MS", std::to_string(o.timeoutMs).c_str(), 1);
+  // Init waits for peers up to the bootstrap timeout: the same bound, so that hangMs covers it.
+  if (!getenv("WEFT_BOOTSTRAP_TIMEOUT_MS"))
+    setenv("WEFT_BOOTSTRAP_TIMEOUT_MS", getenv("WEFT_TIMEOUT_MS"), 1);
   // The soak reports every error itself; the library's warnings would drown its output.
   if (!getenv("NCCL_DEBUG") && !getenv("WEFT_DEBUG")) setenv("NCCL_DEBUG", "NONE", 1);
   const int timeoutMs = std::atoi(getenv("WEFT_TIMEOUT_MS"));
-  const int hangMs = o.hangMs > 0 ? o.hangMs : timeoutMs + 20000;
+  const int hangMs = o.hangMs > 0 ? o.hangMs
+                                  : std::max(timeoutMs, std::atoi(getenv("WEFT_BOOTSTRAP_TIMEOUT_MS"))) + 20000;
   std::printf("soak: seed %llu, %s, /dev/shm %s, WEFT_TIMEOUT_MS=%s, hang after %d ms\n",
               static_cast<unsigned long long>(o.seed),
               o.seconds > 0 ? (std::to_string(o.seconds) + " s").c_str()
@@ -132,8 +136,11 @@ int supervisorMain(const Options& o) {
   auto nextStatus = start + std::chrono::seconds(o.statusSeconds);
   bool fatal = false;
   for (int64_t i = 0;; ++i) {
-    if (o.seconds > 0 ? Clock::now() >= deadline : t.calls >= o.calls) break;
-    const JobSpec job = drawJob(o.seed, i, o.jobs);
+    if (o.onlyJob >= 0 ? i > 0
+        : o.seconds > 0 ? Clock::now() >= deadline
+                        : t.calls >= o.calls)
+      break;
+    const JobSpec job = drawJob(o.seed, o.onlyJob >= 0 ? o.onlyJob : i, o.jobs);
     if (o.verbose) std::printf("%s\n", job.describe().c_str()), std::fflush(stdout);
     JobResult r;
     if (job.mode == Mode::kThreads) {
@@ -146,13 +153,16 @@ int supervisorMain(const Options& o) {
     }
     ++t.jobs;
     t.calls += r.calls;
-    if (job.fault == Fault::kKill) ++t.kills, t.killsSurvived += r.faultSurvived;
-    if (job.fault == Fault::kAbort) ++t.aborts, t.abortsSurvived += r.faultSurvived;
     for (int c = 0; c <= ncclNumResults; ++c) t.errorsByCode[c] += r.errorsByCode[c];
+    int slow = 0;
     for (double ms : r.survivorErrorMs) {
       t.maxErrorMs = std::max(t.maxErrorMs, ms);
-      t.timeoutDetections += ms >= 0.9 * timeoutMs;
+      slow += ms >= 0.9 * timeoutMs;
     }
+    t.timeoutDetections += slow;
+    if (slow > 0 && t.timeoutDetections - slow < 20)
+      std::printf("slow: %s: %d survivors learned of the fault only from WEFT_TIMEOUT_MS\n",
+                  job.describe().c_str(), slow);
     // Every file a job made must be gone once its ranks are.
     if (isolated)
       for (const std::string& name : shmFiles(true)) {
@@ -160,6 +170,9 @@ int supervisorMain(const Options& o) {
         ++t.shmLeaked;
         unlink(("/dev/shm/" + name).c_str());  // so that the next job is judged on its own
       }
+    r.faultSurvived = r.faultSurvived && r.problems.empty();
+    if (job.fault == Fault::kKill) ++t.kills, t.killsSurvived += r.faultSurvived;
+    if (job.fault == Fault::kAbort) ++t.aborts, t.abortsSurvived += r.faultSurvived;
     report(job, r, &t, &printed);
     std::fflush(stdout);
     if (fatal) break;
@@ -225,7 +238,7 @@ int supervisorMain(const Options& o) {
   std::printf("SOAK SUMMARY seed=%llu seconds=%.0f jobs=%lld (threads %lld, processes %lld) calls=%lld "
               "kills=%lld survived=%lld aborts=%lld survived=%lld timeout_detections=%lld hangs=%lld wrong=%lld "
               "other_failures=%lld failed_jobs=%lld growth_per_10k_calls: rss_kib=%.2f fds=%.3f "
-              "threads=%.3f shm_files=%.3f result=%s\n",
+              "threads=%.3f shm_files=%.3f (%lld files) result=%s\n",
               static_cast<unsigned long long>(o.seed), seconds, static_cast<long long>(t.jobs),
               static_cast<long long>(t.threadJobs), static_cast<long long>(t.processJobs),
               static_cast<long long>(t.calls), static_cast<long long>(t.kills),
@@ -234,7 +247,7 @@ int supervisorMain(const Options& o) {
               static_cast<long long>(t.hangs),
               static_cast<long long>(t.wrong), static_cast<long long>(t.otherFailures),
               static_cast<long long>(t.failedJobs), rss10k, fds10k, threads10k, shm10k,
-              pass ? "PASS" : "FAIL");
+              static_cast<long long>(t.shmLeaked), pass ? "PASS" : "FAIL");
   std::fflush(stdout);
   if (fatal) _exit(1);  // ranks still blocked in the library: no orderly exit is possible
   return pass ? 0 : 1;

@@ -28,6 +28,7 @@ const char* usage() {
          "  --min-flat-calls N   calls after warm-up needed to judge flatness (default 2000)\n"
          "  --status-seconds S   status line interval (default 60, 0: none)\n"
          "  --shared-shm         do not isolate /dev/shm in a mount namespace\n"
+         "  --only-job I         run job I of --seed alone, to repeat one that failed\n"
          "  --verbose            print every job\n";
 }
 
@@ -99,6 +100,8 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* error) {
       o->rssBoundKiB = std::atof(v);
     } else if (arg == "--min-flat-calls") {
       o->minFlatCalls = std::atoll(v);
+    } else if (arg == "--only-job") {
+      o->onlyJob = std::atoll(v);
     } else if (arg == "--status-seconds") {
       o->statusSeconds = std::atoi(v);
     } else {
@@ -115,7 +118,7 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* error) {
     return false;
   }
   if (o->jobs.algos.empty()) o->jobs.algos.push_back("");
-  if (o->seconds <= 0 && o->calls <= 0) {
+  if (o->seconds <= 0 && o->calls <= 0 && o->onlyJob < 0) {
     *error = "give --seconds or --calls";
     return false;
   }

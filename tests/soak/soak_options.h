@@ -20,6 +20,7 @@ struct Options {
   int settleMs = 5000;    // at the end, how long lingering threads and fds get to go
   int statusSeconds = 60;  // a status line this often (0: none)
   bool verbose = false;   // print every job
+  int64_t onlyJob = -1;   // run only this job of the run's seed (to repeat one that failed)
   bool privateShm = true;  // count /dev/shm files in a private mount namespace when allowed
 };
 

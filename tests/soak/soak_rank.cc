@@ -94,7 +94,10 @@ void runRank(const JobSpec& job, int rank, const ncclUniqueId* id, std::atomic<n
   if (id) {
     if (victim && job.fault == Fault::kKill && job.faultCall < 0) faultThread = std::thread(killLater);
     ncclComm_t comm = nullptr;
+    const auto start = std::chrono::steady_clock::now();
     out->initRc = ncclCommInitRank(&comm, job.nranks, *id, rank);
+    out->errorCallMs =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (out->initRc == ncclSuccess) slot->store(comm);
     if (victim && job.fault == Fault::kKill && job.faultCall < 0) awaitOwnDeath(out);
   } else {
@@ -105,6 +108,7 @@ void runRank(const JobSpec& job, int rank, const ncclUniqueId* id, std::atomic<n
   if (out->initRc != ncclSuccess || !comm) {
     out->errorCall = -1;
     out->errorRc = out->initRc;
+    out->teardownRc = ncclSuccess;  // a failed ncclCommInitRank leaves no communicator
     copyText(out->errorText, sizeof(out->errorText), ncclGetLastError(nullptr));
     out->phase = 4;
     bump(out);
