@@ -13,7 +13,7 @@
 namespace soak {
 namespace {
 
-constexpr size_t kMaxPeriod = 65521;      // prime: chunk boundaries never line up with it
+constexpr size_t kMaxPeriod = 65521;  // prime: chunk boundaries never line up with it
 
 // The range reduction inputs are drawn from: every partial result stays exact in the type.
 struct Range {
@@ -46,8 +46,9 @@ int64_t combine(ncclRedOp_t op, int64_t a, int64_t b) {
 }  // namespace
 
 const char* kindName(Kind k) {
-  static const char* const kNames[] = {"allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
-                                       "alltoall",  "gather",    "scatter", "sendrecv"};
+  static const char* const kNames[] = {"allreduce", "broadcast",     "reduce",
+                                       "allgather", "reducescatter", "alltoall",
+                                       "gather",    "scatter",       "sendrecv"};
   return k < Kind::kNumKinds ? kNames[static_cast<int>(k)] : "?";
 }
 
@@ -160,10 +161,11 @@ CallRun::CallRun(const Call& call, int rank, int nranks)
   const size_t count = c_.count;
   const size_t sendN = sendElems(), recvN = recvElems();
   // In place: one allocation, the other pointer a block of it (NCCL's in-place layouts).
-  const bool inPlace = inPlace_ = c_.inPlace && (c_.kind == Kind::kAllReduce || c_.kind == Kind::kBroadcast ||
-                                      c_.kind == Kind::kReduce || c_.kind == Kind::kAllGather ||
-                                      c_.kind == Kind::kReduceScatter ||
-                                      ((c_.kind == Kind::kGather || c_.kind == Kind::kScatter) && root));
+  const bool inPlace = inPlace_ =
+      c_.inPlace &&
+      (c_.kind == Kind::kAllReduce || c_.kind == Kind::kBroadcast || c_.kind == Kind::kReduce ||
+       c_.kind == Kind::kAllGather || c_.kind == Kind::kReduceScatter ||
+       ((c_.kind == Kind::kGather || c_.kind == Kind::kScatter) && root));
   if (!inPlace) {
     sendBuf_ = allocate(sendN, c_.sendAlign);
     recvBuf_ = allocate(recvN, c_.recvAlign);
@@ -172,7 +174,9 @@ CallRun::CallRun(const Call& call, int rank, int nranks)
   } else if (sendN >= recvN) {
     sendBuf_ = allocate(sendN, c_.sendAlign);
     send_ = sendBuf_.data();
-    const size_t block = c_.kind == Kind::kReduceScatter ? rank_ : c_.kind == Kind::kScatter ? c_.root : 0;
+    const size_t block = c_.kind == Kind::kReduceScatter ? rank_
+                         : c_.kind == Kind::kScatter     ? c_.root
+                                                         : 0;
     recv_ = send_ + block * count * elem_;
   } else {
     recvBuf_ = allocate(recvN, c_.recvAlign);

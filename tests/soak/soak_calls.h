@@ -32,7 +32,7 @@ const char* kindName(Kind k);
 
 // The limits calls are drawn within.
 struct CallLimits {
-  size_t maxCount = 16u << 20;   // elements, NCCL's count argument
+  size_t maxCount = 16u << 20;    // elements, NCCL's count argument
   size_t maxJobBytes = 1u << 30;  // send + receive buffers of all ranks of one call together
 };
 
@@ -73,7 +73,7 @@ class CallRun {
  private:
   static constexpr uint8_t kGuard = 0x5A;      // bytes around every buffer
   static constexpr uint8_t kUnwritten = 0xA5;  // output bytes before the call
-  static constexpr size_t kGuardBytes = 64;  // after the data; before it: 64 + the alignment
+  static constexpr size_t kGuardBytes = 64;    // after the data; before it: 64 + the alignment
   // Prod: ranks from this one on draw no factor 2, so a product is at most 2^6 = 64, exact in
   // every type (int8 and fp8 too).
   static constexpr int kProdCappedFromRank = 6;
@@ -103,14 +103,14 @@ class CallRun {
   Call c_;
   int rank_, n_;
   size_t elem_;
-  size_t period_ = 1;                        // value tables repeat with this period
+  size_t period_ = 1;           // value tables repeat with this period
   std::vector<size_t> offset_;  // rank r's input i is its table's entry (i + offset_[r]) % period
-  std::vector<uint8_t> table_;                // encoded values
-  std::vector<uint8_t> cappedTable_;          // Prod on ranks 6 and 7: no factor 2 (see .cc)
-  std::vector<uint8_t> reduced_;             // encoded exact reduction, by (i + 0) % period
-  std::vector<double> avgSum_, avgAbs_;      // floating Avg: exact sum and sum of magnitudes
-  Buffer sendBuf_, recvBuf_;  // in place: only the larger side is allocated
-  uint8_t* send_ = nullptr;   // what the call gets
+  std::vector<uint8_t> table_;  // encoded values
+  std::vector<uint8_t> cappedTable_;     // Prod on ranks 6 and 7: no factor 2 (see .cc)
+  std::vector<uint8_t> reduced_;         // encoded exact reduction, by (i + 0) % period
+  std::vector<double> avgSum_, avgAbs_;  // floating Avg: exact sum and sum of magnitudes
+  Buffer sendBuf_, recvBuf_;             // in place: only the larger side is allocated
+  uint8_t* send_ = nullptr;              // what the call gets
   uint8_t* recv_ = nullptr;
   bool inPlace_ = false;  // the call's in-place form applies to this rank
 };

@@ -31,7 +31,8 @@ long long CallRun::firstInputMismatch(const uint8_t* got, int r, size_t first, s
 }
 
 long long CallRun::firstReducedMismatch(const uint8_t* got, size_t first, size_t n) const {
-  if (avgSum_.empty()) return firstDifference(got, n, reduced_.data(), period_, first % period_, elem_);
+  if (avgSum_.empty())
+    return firstDifference(got, n, reduced_.data(), period_, first % period_, elem_);
   // Floating Avg: the sum of inputs each scaled by a rounded 1/n, rounded at every step.
   const double u = unitRoundoff(c_.type), tiny = smallestSubnormal(c_.type);
   for (size_t j = 0; j < n; ++j) {
@@ -44,7 +45,8 @@ long long CallRun::firstReducedMismatch(const uint8_t* got, size_t first, size_t
   return -1;
 }
 
-std::string CallRun::mismatch(const char* what, long long at, const uint8_t* got, size_t first) const {
+std::string CallRun::mismatch(const char* what, long long at, const uint8_t* got,
+                              size_t first) const {
   char text[256];
   int len = std::snprintf(text, sizeof(text), "%s: element %lld (of block from %zu) is 0x", what,
                           at, first);
@@ -52,8 +54,8 @@ std::string CallRun::mismatch(const char* what, long long at, const uint8_t* got
     len += std::snprintf(text + len, sizeof(text) - len, "%02x", got[at * elem_ + b]);
   if (!avgSum_.empty() && std::string(what).find("result") != std::string::npos) {
     const size_t k = (first + at) % period_;
-    std::snprintf(text + len, sizeof(text) - len, " (%g, want %g)", decode(c_.type, got + at * elem_),
-                  avgSum_[k] / n_);
+    std::snprintf(text + len, sizeof(text) - len, " (%g, want %g)",
+                  decode(c_.type, got + at * elem_), avgSum_[k] / n_);
   }
   return text;
 }
@@ -67,7 +69,6 @@ std::string CallRun::checkGuards(const Buffer& b, const char* name) const {
     if (tail[i] != kGuard) return std::string("wrote past the end of the ") + name + " buffer";
   return "";
 }
-
 
 ncclResult_t CallRun::issue(ncclComm_t comm) {
   const size_t n = c_.count;
@@ -118,7 +119,8 @@ std::string CallRun::checkOutput() const {
       at = firstReducedMismatch(recv_, 0, count);
       return at < 0 ? "" : mismatch("wrong result", at, recv_, 0);
     case Kind::kReduce:
-      if (!root) return inPlace_ ? "" : checkUntouched(recv_, count, "receive buffer of a non-root");
+      if (!root)
+        return inPlace_ ? "" : checkUntouched(recv_, count, "receive buffer of a non-root");
       at = firstReducedMismatch(recv_, 0, count);
       return at < 0 ? "" : mismatch("wrong result", at, recv_, 0);
     case Kind::kReduceScatter:

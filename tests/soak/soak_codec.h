@@ -61,7 +61,8 @@ inline double decodeNarrow(uint32_t bits, Format f, bool e4m3) {
   } else if (exp == 0) {
     v = std::ldexp(static_cast<double>(mant), 1 - f.bias - f.mant);
   } else {
-    v = std::ldexp(static_cast<double>(mant | (1u << f.mant)), static_cast<int>(exp) - f.bias - f.mant);
+    v = std::ldexp(static_cast<double>(mant | (1u << f.mant)),
+                   static_cast<int>(exp) - f.bias - f.mant);
   }
   return sign ? -v : v;
 }
@@ -134,15 +135,18 @@ inline double decode(ncclDataType_t t, const uint8_t* in) {
 
 // Unit roundoff and smallest subnormal of a float type (for the Avg tolerance).
 inline double unitRoundoff(ncclDataType_t t) {
-  return t == ncclFloat64 ? 0x1p-53
-         : t == ncclFloat32 ? 0x1p-24
-         : t == ncclFloat16 ? 0x1p-11
-         : t == ncclBfloat16 ? 0x1p-8
+  return t == ncclFloat64      ? 0x1p-53
+         : t == ncclFloat32    ? 0x1p-24
+         : t == ncclFloat16    ? 0x1p-11
+         : t == ncclBfloat16   ? 0x1p-8
          : t == ncclFloat8e4m3 ? 0x1p-4
                                : 0x1p-3;
 }
 inline double smallestSubnormal(ncclDataType_t t) {
-  return t == ncclFloat16 ? 0x1p-24 : t == ncclFloat8e4m3 ? 0x1p-9 : t == ncclFloat8e5m2 ? 0x1p-16 : 0;
+  return t == ncclFloat16      ? 0x1p-24
+         : t == ncclFloat8e4m3 ? 0x1p-9
+         : t == ncclFloat8e5m2 ? 0x1p-16
+                               : 0;
 }
 
 }  // namespace soak

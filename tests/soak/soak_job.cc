@@ -1,6 +1,8 @@
 // Running a job: ranks as threads of this process, or as processes (this program started again
 // with --rank-child), each under a watchdog that calls a job a hang when no rank has made
 // progress for hangMs.
+#include "tests/soak/soak_job.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,8 +16,6 @@
 #include <cstring>
 #include <new>
 #include <thread>
-
-#include "tests/soak/soak_job.h"
 
 namespace soak {
 namespace {
@@ -126,7 +126,8 @@ bool runThreadJob(const JobSpec& job, int hangMs, JobResult* result) {
     for (auto& slot : slots)
       if (ncclComm_t c = slot.exchange(nullptr)) ncclCommAbort(c);
     const auto deadline = Clock::now() + kAbortGrace;
-    while (finished.load() < n && Clock::now() < deadline) std::this_thread::sleep_for(kPollInterval);
+    while (finished.load() < n && Clock::now() < deadline)
+      std::this_thread::sleep_for(kPollInterval);
     if (finished.load() < n) {
       result->problems.push_back("HANG: ranks still blocked " +
                                  std::to_string(kAbortGrace.count()) +

@@ -77,9 +77,9 @@ void runRank(const JobSpec& job, int rank, const ncclUniqueId* id, std::atomic<n
 struct JobResult {
   int64_t calls = 0;  // rank-level calls issued (each rank's collective or send/recv group)
   bool hang = false;
-  bool faultSurvived = false;  // a fault job in which every check held
+  bool faultSurvived = false;                 // a fault job in which every check held
   int errorsByCode[ncclNumResults + 1] = {};  // survivors' errors (the victim's are expected)
-  std::vector<double> survivorErrorMs;          // how long each survivor's failing call took
+  std::vector<double> survivorErrorMs;        // how long each survivor's failing call took
   std::vector<std::string> problems;
 };
 

@@ -116,8 +116,9 @@ int supervisorMain(const Options& o) {
   // The soak reports every error itself; the library's warnings would drown its output.
   if (!getenv("NCCL_DEBUG") && !getenv("WEFT_DEBUG")) setenv("NCCL_DEBUG", "NONE", 1);
   const int timeoutMs = std::atoi(getenv("WEFT_TIMEOUT_MS"));
-  const int hangMs = o.hangMs > 0 ? o.hangMs
-                                  : std::max(timeoutMs, std::atoi(getenv("WEFT_BOOTSTRAP_TIMEOUT_MS"))) + 20000;
+  const int hangMs =
+      o.hangMs > 0 ? o.hangMs
+                   : std::max(timeoutMs, std::atoi(getenv("WEFT_BOOTSTRAP_TIMEOUT_MS"))) + 20000;
   std::printf("soak: seed %llu, %s, /dev/shm %s, WEFT_TIMEOUT_MS=%s, hang after %d ms\n",
               static_cast<unsigned long long>(o.seed),
               o.seconds > 0 ? (std::to_string(o.seconds) + " s").c_str()
@@ -136,9 +137,7 @@ int supervisorMain(const Options& o) {
   auto nextStatus = start + std::chrono::seconds(o.statusSeconds);
   bool fatal = false;
   for (int64_t i = 0;; ++i) {
-    if (o.onlyJob >= 0 ? i > 0
-        : o.seconds > 0 ? Clock::now() >= deadline
-                        : t.calls >= o.calls)
+    if (o.onlyJob >= 0 ? i > 0 : o.seconds > 0 ? Clock::now() >= deadline : t.calls >= o.calls)
       break;
     const JobSpec job = drawJob(o.seed, o.onlyJob >= 0 ? o.onlyJob : i, o.jobs);
     if (o.verbose) std::printf("%s\n", job.describe().c_str()), std::fflush(stdout);
@@ -187,9 +186,10 @@ int supervisorMain(const Options& o) {
     if (o.statusSeconds > 0 && Clock::now() >= nextStatus) {
       nextStatus += std::chrono::seconds(o.statusSeconds);
       const Sample s = sample();
-      std::printf("status: %lld jobs, %lld calls, %lld failed jobs, rss %.0f KiB, %d fds, %d threads\n",
-                  static_cast<long long>(t.jobs), static_cast<long long>(t.calls),
-                  static_cast<long long>(t.failedJobs), s.rssKiB, s.fds, s.threads);
+      std::printf(
+          "status: %lld jobs, %lld calls, %lld failed jobs, rss %.0f KiB, %d fds, %d threads\n",
+          static_cast<long long>(t.jobs), static_cast<long long>(t.calls),
+          static_cast<long long>(t.failedJobs), s.rssKiB, s.fds, s.threads);
       std::fflush(stdout);
     }
   }
@@ -202,7 +202,8 @@ int supervisorMain(const Options& o) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     end = sample();
   }
-  if (!isolated) t.shmLeaked = std::max<int64_t>(0, static_cast<int64_t>(shmFiles(false).size()) - shmAtStart);
+  if (!isolated)
+    t.shmLeaked = std::max<int64_t>(0, static_cast<int64_t>(shmFiles(false).size()) - shmAtStart);
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const int64_t measured = t.supervisorCalls - baseCalls;
   auto per10k = [](double delta, int64_t calls) { return calls > 0 ? delta * 1e4 / calls : 0.0; };
@@ -221,33 +222,38 @@ int supervisorMain(const Options& o) {
   if (t.shmLeaked > 0) flatness.push_back("/dev/shm files leak");
   for (const std::string& f : flatness) std::printf("FAIL flatness: %s\n", f.c_str());
   if (haveBase)
-    std::printf("flatness: over %lld calls in %lld thread jobs after warm-up: RSS %.0f -> %.0f KiB "
-                "(trend %.2f KiB per 10,000 calls, %.2f KiB per job), fds %d -> %d, threads %d -> %d\n",
-                static_cast<long long>(measured), static_cast<long long>(t.threadJobs - baseJobs),
-                base.rssKiB, end.rssKiB, rss10k,
-                t.threadJobs > baseJobs ? rss10k * measured / 1e4 / (t.threadJobs - baseJobs) : 0.0,
-                base.fds, end.fds, base.threads, end.threads);
+    std::printf(
+        "flatness: over %lld calls in %lld thread jobs after warm-up: RSS %.0f -> %.0f KiB "
+        "(trend %.2f KiB per 10,000 calls, %.2f KiB per job), fds %d -> %d, threads %d -> %d\n",
+        static_cast<long long>(measured), static_cast<long long>(t.threadJobs - baseJobs),
+        base.rssKiB, end.rssKiB, rss10k,
+        t.threadJobs > baseJobs ? rss10k * measured / 1e4 / (t.threadJobs - baseJobs) : 0.0,
+        base.fds, end.fds, base.threads, end.threads);
   std::printf("errors survivors saw:");
   for (int c = 1; c <= ncclNumResults; ++c)
-    if (t.errorsByCode[c]) std::printf(" %s x%lld", c < ncclNumResults ? ncclGetErrorString(static_cast<ncclResult_t>(c)) : "other",
-                                       static_cast<long long>(t.errorsByCode[c]));
-  std::printf("; slowest failing call of a survivor %.0f ms; %lld survivors learned of the fault "
-              "only from WEFT_TIMEOUT_MS\n",
-              t.maxErrorMs, static_cast<long long>(t.timeoutDetections));
+    if (t.errorsByCode[c])
+      std::printf(" %s x%lld",
+                  c < ncclNumResults ? ncclGetErrorString(static_cast<ncclResult_t>(c)) : "other",
+                  static_cast<long long>(t.errorsByCode[c]));
+  std::printf(
+      "; slowest failing call of a survivor %.0f ms; %lld survivors learned of the fault "
+      "only from WEFT_TIMEOUT_MS\n",
+      t.maxErrorMs, static_cast<long long>(t.timeoutDetections));
   const bool pass = t.failedJobs == 0 && flatness.empty() && !fatal;
-  std::printf("SOAK SUMMARY seed=%llu seconds=%.0f jobs=%lld (threads %lld, processes %lld) calls=%lld "
-              "kills=%lld survived=%lld aborts=%lld survived=%lld timeout_detections=%lld hangs=%lld wrong=%lld "
-              "other_failures=%lld failed_jobs=%lld growth_per_10k_calls: rss_kib=%.2f fds=%.3f "
-              "threads=%.3f shm_files=%.3f (%lld files) result=%s\n",
-              static_cast<unsigned long long>(o.seed), seconds, static_cast<long long>(t.jobs),
-              static_cast<long long>(t.threadJobs), static_cast<long long>(t.processJobs),
-              static_cast<long long>(t.calls), static_cast<long long>(t.kills),
-              static_cast<long long>(t.killsSurvived), static_cast<long long>(t.aborts),
-              static_cast<long long>(t.abortsSurvived), static_cast<long long>(t.timeoutDetections),
-              static_cast<long long>(t.hangs),
-              static_cast<long long>(t.wrong), static_cast<long long>(t.otherFailures),
-              static_cast<long long>(t.failedJobs), rss10k, fds10k, threads10k, shm10k,
-              static_cast<long long>(t.shmLeaked), pass ? "PASS" : "FAIL");
+  std::printf(
+      "SOAK SUMMARY seed=%llu seconds=%.0f jobs=%lld (threads %lld, processes %lld) calls=%lld "
+      "kills=%lld survived=%lld aborts=%lld survived=%lld timeout_detections=%lld hangs=%lld "
+      "wrong=%lld "
+      "other_failures=%lld failed_jobs=%lld growth_per_10k_calls: rss_kib=%.2f fds=%.3f "
+      "threads=%.3f shm_files=%.3f (%lld files) result=%s\n",
+      static_cast<unsigned long long>(o.seed), seconds, static_cast<long long>(t.jobs),
+      static_cast<long long>(t.threadJobs), static_cast<long long>(t.processJobs),
+      static_cast<long long>(t.calls), static_cast<long long>(t.kills),
+      static_cast<long long>(t.killsSurvived), static_cast<long long>(t.aborts),
+      static_cast<long long>(t.abortsSurvived), static_cast<long long>(t.timeoutDetections),
+      static_cast<long long>(t.hangs), static_cast<long long>(t.wrong),
+      static_cast<long long>(t.otherFailures), static_cast<long long>(t.failedJobs), rss10k, fds10k,
+      threads10k, shm10k, static_cast<long long>(t.shmLeaked), pass ? "PASS" : "FAIL");
   std::fflush(stdout);
   if (fatal) _exit(1);  // ranks still blocked in the library: no orderly exit is possible
   return pass ? 0 : 1;

@@ -24,8 +24,9 @@ class Rng {
   bool chance(double p) { return uniform() < p; }
   // Log-uniform integer in [lo, hi], 1 <= lo <= hi.
   uint64_t logUniform(uint64_t lo, uint64_t hi) {
-    double x = std::exp(std::log(static_cast<double>(lo)) +
-                        uniform() * (std::log(static_cast<double>(hi) + 1) - std::log(static_cast<double>(lo))));
+    double x = std::exp(
+        std::log(static_cast<double>(lo)) +
+        uniform() * (std::log(static_cast<double>(hi) + 1) - std::log(static_cast<double>(lo))));
     uint64_t v = static_cast<uint64_t>(x);
     return v < lo ? lo : v > hi ? hi : v;
   }

@@ -26,7 +26,8 @@ std::string JobSpec::describe() const {
   std::snprintf(text, sizeof(text),
                 "job %lld (seed %llu): %d ranks as %s%s, %s, NCCL_ALGO=%s, %d calls, fault %s",
                 static_cast<long long>(index), static_cast<unsigned long long>(seed), nranks,
-                modeName(mode), mode == Mode::kThreads ? (initAll ? " (InitAll)" : " (InitRank)") : "",
+                modeName(mode),
+                mode == Mode::kThreads ? (initAll ? " (InitAll)" : " (InitRank)") : "",
                 transportName(transport), algo[0] ? algo : "(unset)", calls, faultName(fault));
   std::string s = text;
   if (fault != Fault::kNone) {
@@ -38,31 +39,36 @@ std::string JobSpec::describe() const {
 }
 
 JobSpec drawJob(uint64_t runSeed, int64_t index, const JobOptions& o) {
+  // Every draw happens whatever the options, so that a job's other choices do not depend on them.
   Rng rng(mix(runSeed, 0x6a6f62ull + static_cast<uint64_t>(index)));
   JobSpec j;
   j.seed = rng.next();
   j.index = index;
   j.limits = o.limits;
-  j.nranks = 2 + static_cast<int>(rng.below(std::max(1, std::min(o.maxRanks, kMaxRanks) - 1)));
-  j.mode = o.threads && (!o.processes || rng.chance(0.6)) ? Mode::kThreads : Mode::kProcesses;
+  const uint64_t ranks = rng.next(), transport = rng.next(), algo = rng.next();
+  const bool threads = rng.chance(0.6), initAll = rng.chance(0.3), fault = rng.chance(o.faultRate);
+  const bool kill = rng.chance(0.6), duringInit = rng.chance(0.15), quick = rng.chance(0.7);
+  const uint64_t calls = rng.logUniform(1, std::max(1, o.maxCallsPerJob));
+  const uint64_t victim = rng.next(), faultCall = rng.next(), delay = rng.next();
+  j.nranks = 2 + static_cast<int>(ranks % std::max(1, std::min(o.maxRanks, kMaxRanks) - 1));
+  j.mode = o.threads && (!o.processes || threads) ? Mode::kThreads : Mode::kProcesses;
   std::vector<Transport> transports;
   if (o.local && j.mode == Mode::kThreads) transports.push_back(Transport::kLocal);
   if (o.shm) transports.push_back(Transport::kShm);
   if (o.tcp) transports.push_back(Transport::kTcp);
   if (transports.empty()) transports.push_back(Transport::kShm);
-  j.transport = transports[rng.below(transports.size())];
-  const std::string& algo = o.algos[rng.below(o.algos.size())];
-  std::snprintf(j.algo, sizeof(j.algo), "%s", algo.c_str());
-  j.initAll = j.mode == Mode::kThreads && rng.chance(0.3);
-  j.calls = static_cast<int>(rng.logUniform(1, std::max(1, o.maxCallsPerJob)));
-  if (rng.chance(o.faultRate)) {
-    j.fault = j.mode == Mode::kProcesses && rng.chance(0.6) ? Fault::kKill : Fault::kAbort;
+  j.transport = transports[transport % transports.size()];
+  std::snprintf(j.algo, sizeof(j.algo), "%s", o.algos[algo % o.algos.size()].c_str());
+  j.initAll = j.mode == Mode::kThreads && initAll;
+  j.calls = static_cast<int>(calls);
+  if (fault) {
+    j.fault = j.mode == Mode::kProcesses && kill ? Fault::kKill : Fault::kAbort;
     j.calls = std::max(j.calls, 2);  // the fault strikes before the last call, which needs everyone
-    j.victim = static_cast<int>(rng.below(j.nranks));
-    const bool duringInit = j.fault == Fault::kKill && rng.chance(0.15);
-    j.faultCall = duringInit ? -1 : static_cast<int>(rng.below(j.calls - 1));
+    j.victim = static_cast<int>(victim % j.nranks);
+    j.faultCall =
+        j.fault == Fault::kKill && duringInit ? -1 : static_cast<int>(faultCall % (j.calls - 1));
     // Mostly within a small call's time, sometimes well into a large one or into init.
-    j.faultDelayUs = static_cast<int>(rng.chance(0.7) ? rng.below(2000) : rng.below(100000));
+    j.faultDelayUs = static_cast<int>(quick ? delay % 2000 : delay % 100000);
   }
   return j;
 }
@@ -92,7 +98,8 @@ void runRank(const JobSpec& job, int rank, const ncclUniqueId* id, std::atomic<n
   out->phase = 1;
   bump(out);
   if (id) {
-    if (victim && job.fault == Fault::kKill && job.faultCall < 0) faultThread = std::thread(killLater);
+    if (victim && job.fault == Fault::kKill && job.faultCall < 0)
+      faultThread = std::thread(killLater);
     ncclComm_t comm = nullptr;
     const auto start = std::chrono::steady_clock::now();
     out->initRc = ncclCommInitRank(&comm, job.nranks, *id, rank);
@@ -201,14 +208,16 @@ void judge(const JobSpec& job, const RankOutcome* outcomes, const std::vector<in
     }
     if (o.errorCall == -2) {
       allSurvivorsFailed = false;
-      problem(r, victim ? "the aborted rank never got an error"
-                        : "survivor finished every call without an error",
+      problem(r,
+              victim ? "the aborted rank never got an error"
+                     : "survivor finished every call without an error",
               nullptr);
     }
     if (o.teardownRc != ncclSuccess) problem(r, "ncclCommAbort after the error failed", nullptr);
     if (victim && o.abortRc != ncclSuccess) problem(r, "the fault's ncclCommAbort failed", nullptr);
   }
-  result->faultSurvived = job.fault != Fault::kNone && allSurvivorsFailed && result->problems.empty();
+  result->faultSurvived =
+      job.fault != Fault::kNone && allSurvivorsFailed && result->problems.empty();
 }
 
 }  // namespace soak
