@@ -3,6 +3,7 @@
 // progress for hangMs.
 #include "tests/soak/soak_job.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <thread>
 
@@ -94,9 +96,16 @@ struct Shared {
 bool runThreadJob(const JobSpec& job, int hangMs, JobResult* result) {
   applyEnvironment(job);
   const int n = job.nranks;
-  std::vector<RankOutcome> outcomes(n);
-  std::vector<std::atomic<ncclComm_t>> slots(n);
-  ncclUniqueId id;
+  // Shared with the rank threads, which keep it alive should a hang leave them behind.
+  struct State {
+    explicit State(const JobSpec& j) : job(j), outcomes(j.nranks), slots(j.nranks) {}
+    const JobSpec job;
+    ncclUniqueId id{};
+    std::vector<RankOutcome> outcomes;
+    std::vector<std::atomic<ncclComm_t>> slots;
+    std::atomic<int> finished{0};
+  };
+  auto state = std::make_shared<State>(job);
   if (job.initAll) {
     std::vector<ncclComm_t> comms(n, nullptr);
     const ncclResult_t rc = ncclCommInitAll(comms.data(), n, nullptr);
@@ -105,40 +114,41 @@ bool runThreadJob(const JobSpec& job, int hangMs, JobResult* result) {
                                  ": " + ncclGetLastError(nullptr));
       return true;
     }
-    for (int r = 0; r < n; ++r) slots[r].store(comms[r]);
-  } else if (ncclGetUniqueId(&id) != ncclSuccess) {
+    for (int r = 0; r < n; ++r) state->slots[r].store(comms[r]);
+  } else if (ncclGetUniqueId(&state->id) != ncclSuccess) {
     result->problems.push_back(std::string("ncclGetUniqueId failed: ") + ncclGetLastError(nullptr));
     return true;
   }
-  std::atomic<int> finished{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      runRank(job, r, job.initAll ? nullptr : &id, &slots[r], &outcomes[r]);
-      finished.fetch_add(1);
+    threads.emplace_back([state, r] {
+      runRank(state->job, r, state->job.initAll ? nullptr : &state->id, &state->slots[r],
+              &state->outcomes[r]);
+      state->finished.fetch_add(1);
     });
-  const bool done = watch(outcomes.data(), n, hangMs, [&] { return finished.load() == n; });
+  RankOutcome* outcomes = state->outcomes.data();
+  const bool done = watch(outcomes, n, hangMs, [&] { return state->finished.load() == n; });
   if (!done) {
     result->hang = true;
     result->problems.push_back("HANG: no progress for " + std::to_string(hangMs) +
-                               " ms: " + stuckRanks(outcomes.data(), n));
+                               " ms: " + stuckRanks(outcomes, n));
     // A watchdog's remedy: abort every communicator, which must make the blocked calls return.
-    for (auto& slot : slots)
+    for (auto& slot : state->slots)
       if (ncclComm_t c = slot.exchange(nullptr)) ncclCommAbort(c);
     const auto deadline = Clock::now() + kAbortGrace;
-    while (finished.load() < n && Clock::now() < deadline)
+    while (state->finished.load() < n && Clock::now() < deadline)
       std::this_thread::sleep_for(kPollInterval);
-    if (finished.load() < n) {
+    if (state->finished.load() < n) {
       result->problems.push_back("HANG: ranks still blocked " +
                                  std::to_string(kAbortGrace.count()) +
-                                 " s after ncclCommAbort: " + stuckRanks(outcomes.data(), n));
+                                 " s after ncclCommAbort: " + stuckRanks(outcomes, n));
       for (auto& t : threads) t.detach();
       return false;
     }
   }
   for (auto& t : threads) t.join();
-  if (!result->hang) judge(job, outcomes.data(), {}, result);
-  for (const auto& o : outcomes) result->calls += result->hang ? o.callsOk : 0;
+  if (!result->hang) judge(job, outcomes, {}, result);
+  for (int r = 0; r < n && result->hang; ++r) result->calls += outcomes[r].callsOk;
   return true;
 }
 
@@ -219,6 +229,9 @@ void runProcessJob(const JobSpec& job, int hangMs, JobResult* result) {
   } else {
     for (int r = 0; r < n; ++r) result->calls += shared->outcomes[r].callsOk;
   }
+  // Every rank process has been waited for: none may remain (nor any process it started).
+  if (waitpid(-1, nullptr, WNOHANG) != -1 || errno != ECHILD)
+    result->problems.push_back("a child process remains after the job");
   shared->~Shared();
   munmap(mem, sizeof(Shared));
   close(fd);

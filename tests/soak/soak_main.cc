@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -109,6 +110,9 @@ int supervisorMain(const Options& o) {
   // stay resident in malloc's arenas, hiding what the library keeps behind their noise.
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   const bool isolated = o.privateShm && privateDevShm();
+  // Orphans of rank processes become this process's children, so the check that none remains
+  // after a job sees them too.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (!getenv("WEFT_TIMEOUT_MS")) setenv("WEFT_TIMEOUT_MS", std::to_string(o.timeoutMs).c_str(), 1);
   // Init waits for peers up to the bootstrap timeout: the same bound, so that hangMs covers it.
   if (!getenv("WEFT_BOOTSTRAP_TIMEOUT_MS"))
