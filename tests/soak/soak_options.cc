@@ -25,6 +25,7 @@ const char* usage() {
          "  --hang-ms H          no progress this long is a hang (default timeout + 20000)\n"
          "  --warmup-jobs W      jobs before the flatness baseline (default 20)\n"
          "  --rss-bound-kib K    RSS growth allowed per 10,000 calls (default 64)\n"
+         "  --rss-allowance-kib A RSS growth allowed in all besides (default 2048)\n"
          "  --min-flat-calls N   calls after warm-up needed to judge flatness (default 2000)\n"
          "  --status-seconds S   status line interval (default 60, 0: none)\n"
          "  --shared-shm         do not isolate /dev/shm in a mount namespace\n"
@@ -98,6 +99,8 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* error) {
       o->warmupJobs = std::atoi(v);
     } else if (arg == "--rss-bound-kib") {
       o->rssBoundKiB = std::atof(v);
+    } else if (arg == "--rss-allowance-kib") {
+      o->rssAllowanceKiB = std::atof(v);
     } else if (arg == "--min-flat-calls") {
       o->minFlatCalls = std::atoll(v);
     } else if (arg == "--only-job") {

@@ -193,6 +193,7 @@ void judge(const JobSpec& job, const RankOutcome* outcomes, const std::vector<in
                       WIFSIGNALED(st) ? "signal" : "status",
                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         problem(r, text, o.errorText);
+        continue;  // what else it did not do follows from the crash
       }
     }
     if (killed) continue;
