@@ -8,9 +8,10 @@
 # Usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]
 #   VMDIR    where prepare.sh put vmlinuz and initrd.gz (it is run first)
 #   SCRIPT   runs in each guest as `bash SCRIPT ARGS` with WEFT_VM_INDEX, WEFT_VM_ADDR,
-#            WEFT_VM_PEER (the other guest's address) and WEFT_VM_GUESTS=2 set, cwd /tmp/work
+#            WEFT_VM_PEER (the other guest's address) and WEFT_VM_GUESTS set, cwd /tmp/work
 # Environment: WEFT_VM_TIMEOUT (seconds for the whole run, default 300), WEFT_VM_MEM (MiB per
-# guest, default 768), WEFT_VM_CPUS (per guest, default 1).
+# guest, default 768), WEFT_VM_CPUS (per guest, default 1), WEFT_VM_GUESTS (1 boots guest 0
+# alone, for tests inside one guest; default 2).
 # Exit: 0 when the script succeeded in both guests, 77 when a guest could not be booted (the
 # test is skipped), 1 otherwise. Each guest's console.log, output.log and rc stay in WORKDIR.
 set -uo pipefail
@@ -22,6 +23,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=${WEFT_VM_TIMEOUT:-300}
 mem=${WEFT_VM_MEM:-768}
 cpus=${WEFT_VM_CPUS:-1}
+guests=${WEFT_VM_GUESTS:-2}
+case $guests in 1 | 2) ;; *) echo "vm: WEFT_VM_GUESTS must be 1 or 2" >&2; exit 1 ;; esac
+last=$((guests - 1))
 
 "$here/prepare.sh" "$vmdir" || exit $?
 vmdir=$(cd "$vmdir" && pwd)
@@ -36,12 +40,12 @@ trap 'rm -rf "$sockdir"' EXIT
 
 args=$(printf ' %q' "$@")
 pids=()
-for i in 0 1; do
+for i in $(seq 0 $last); do
   g=$work/guest$i
   rm -rf "$g"
   mkdir -p "$g"
   cat >"$g/run.sh" <<RUN
-export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=2
+export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=$guests
 cd /tmp/work
 exec bash $(printf '%q' "$script")$args
 RUN
@@ -59,7 +63,7 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 
 status=0
-for i in 0 1; do
+for i in $(seq 0 $last); do
   g=$work/guest$i
   if ! grep -q "guest $i up" "$g/console.log"; then
     echo "vm: guest $i did not boot (see $g/console.log); skipping" >&2
