@@ -10,6 +10,11 @@ pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml
 # trainers/: OpenBLAS GEMMs, zlib, the KJV text and Fashion-MNIST read at run time, and PyTorch
 # for the reference check (tests/trainers; skipped when absent).
 pkgs+=(libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist python3-torch)
+# RDMA: verbs headers (transports/ib loads libibverbs with dlopen; it is no link dependency),
+# the soft-RoCE provider and tools, and what tests/vm boots its QEMU guests with (the guest
+# kernel package itself is downloaded by tests/vm/prepare.sh, never installed).
+pkgs+=(libibverbs-dev ibverbs-providers ibverbs-utils rdma-core perftest
+       qemu-system-x86 busybox-static kmod cpio)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

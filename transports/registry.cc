@@ -17,9 +17,16 @@ namespace weft::transport {
 Transport* localTransport();
 Transport* shmTransport();
 Transport* tcpTransport();
+#ifdef WEFT_HAVE_IB
+Transport* ibTransport();
+#endif
 
 const std::vector<Transport*>& transports() {
-  static const std::vector<Transport*> kAll = {localTransport(), shmTransport(), tcpTransport()};
+  static const std::vector<Transport*> kAll = {localTransport(), shmTransport(),
+#ifdef WEFT_HAVE_IB
+                                               ibTransport(),
+#endif
+                                               tcpTransport()};
   return kAll;
 }
 

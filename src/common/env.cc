@@ -105,7 +105,17 @@ const std::vector<Knob>& knobs() {
        "1 disables direct peer-memory transports (in host mode: the in-process one; ranks fall "
        "back to shm)"},
       {"NCCL_NET", "WEFT_NET", "",
-       "network transport between hosts: Socket (tcp); anything else leaves no network transport"},
+       "network transport between hosts: IB (ibverbs) or Socket (tcp); empty: ib where both ranks "
+       "have an active RDMA port, else tcp; anything else leaves no network transport"},
+      {"NCCL_IB_DISABLE", "WEFT_IB_DISABLE", "0", "1 disables the ibverbs transport"},
+      {"NCCL_IB_HCA", "WEFT_IB_HCA", "",
+       "ib: devices to use, e.g. mlx5_0:1,mlx5_1 (^ excludes the listed ones, = matches names "
+       "exactly instead of by prefix, :N picks a port); empty: every device with an active port"},
+      {"NCCL_IB_GID_INDEX", "WEFT_IB_GID_INDEX", "-1",
+       "ib: GID index on RoCE ports (-1: the port's RoCE v2 GID of an IPv4 address, else its "
+       "first RoCE v2 one)"},
+      {"NCCL_IB_QPS_PER_CONNECTION", "WEFT_IB_QPS_PER_CONNECTION", "1",
+       "ib: queue pairs per connection (a message is split over them)"},
       {"NCCL_NSOCKS_PERTHREAD", "WEFT_NSOCKS_PERTHREAD", "1",
        "tcp: sockets per connection and progress thread (a message is striped over them)"},
       {"NCCL_SOCKET_NTHREADS", "WEFT_SOCKET_NTHREADS", "1",

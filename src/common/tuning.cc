@@ -73,6 +73,11 @@ Tuning Tuning::fromEnvironment() {
   t.tcpMinPart = std::max<uint64_t>(64, bytes("WEFT_TCP_MIN_PART"));
   t.tcpPoll = env::getInt("WEFT_TCP_POLL") != 0;
   t.tcpLowat = env::getInt("WEFT_TCP_LOWAT") != 0;
+  t.ibDisabled = env::getInt("NCCL_IB_DISABLE") != 0;
+  t.ibHca = env::get("NCCL_IB_HCA");
+  t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));
+  t.ibQpsPerConnection =
+      static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_QPS_PER_CONNECTION"), 1, 16));
   t.topoFile = env::get("NCCL_TOPO_FILE");
   t.topoProbes = env::get("WEFT_TOPO_PROBES");
   t.topoRates = env::get("WEFT_TOPO_RATES");

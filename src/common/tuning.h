@@ -63,6 +63,12 @@ struct Tuning {
   bool tcpPoll = false;         // WEFT_TCP_POLL
   bool tcpLowat = true;         // WEFT_TCP_LOWAT
 
+  // --- RDMA (transports/ib).
+  bool ibDisabled = false;     // NCCL_IB_DISABLE
+  std::string ibHca;           // NCCL_IB_HCA
+  int ibGidIndex = -1;         // NCCL_IB_GID_INDEX; -1: chosen per port
+  int ibQpsPerConnection = 1;  // NCCL_IB_QPS_PER_CONNECTION
+
   // --- Placement (src/core/cpu_placement.cc).
   bool pin = true;        // WEFT_PIN
   bool pinShared = true;  // WEFT_PIN_SHARED

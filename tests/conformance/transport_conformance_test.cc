@@ -31,12 +31,25 @@ class Conformance : public ::testing::TestWithParam<const char*> {
       setenv("WEFT_TCP_MIN_PART", "4096", 1);
       name = "tcp";
     }
+    if (name == "ib" || name == "ib-qps") {
+      // Real verbs: runs where an RDMA port is active (soft-RoCE in the vm tests' guests).
+      if (std::none_of(transport::transports().begin(), transport::transports().end(),
+                       [](transport::Transport* t) { return std::string(t->name()) == "ib"; }))
+        GTEST_SKIP() << "this build has no ib transport (no <infiniband/verbs.h>)";
+      if (getenv("WEFT_TEST_IB") == nullptr)
+        GTEST_SKIP() << "set WEFT_TEST_IB=1 where an RDMA port is active (tests/vm does)";
+      setenv("NCCL_NET", "IB", 1);  // ib then publishes the tcp endpoint its setup uses
+      if (name == "ib-qps") setenv("NCCL_IB_QPS_PER_CONNECTION", "3", 1);
+      name = "ib";
+    }
     pair_ = std::make_unique<TransportPair>(name);
   }
   void TearDown() override {
     pair_.reset();
     unsetenv("NCCL_NSOCKS_PERTHREAD");
     unsetenv("WEFT_TCP_MIN_PART");
+    unsetenv("NCCL_NET");
+    unsetenv("NCCL_IB_QPS_PER_CONNECTION");
   }
   std::unique_ptr<TransportPair> pair_;
 };
@@ -294,7 +307,7 @@ TEST_P(Conformance, PoisonReachesThePeer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
-                         ::testing::Values("local", "shm", "tcp", "tcp-striped"),
+                         ::testing::Values("local", "shm", "tcp", "tcp-striped", "ib", "ib-qps"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -23,6 +23,10 @@ struct PeerInfo {
   // (tcp: address, sockets per connection, token); netEndpointBytes 0 where it does not listen.
   uint8_t netEndpoint[64] = {};
   uint32_t netEndpointBytes = 0;
+  // What the RDMA transport publishes (ib: that this rank has an active port, and its link
+  // layer); rdmaEndpointBytes 0 where it has none.
+  uint8_t rdmaEndpoint[16] = {};
+  uint32_t rdmaEndpointBytes = 0;
 };
 
 // Everything a transport needs to connect this rank to a peer.

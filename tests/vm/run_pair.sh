@@ -1,0 +1,83 @@
+#!/bin/bash
+# Boots two QEMU guests (TCG) joined by a private virtual Ethernet and runs one script in each.
+# Guest i (0 or 1) has eth0 at 198.18.0.(i+1)/24; the link is a pair of unix datagram sockets
+# between the two qemu processes, so there is no route out of it and no host port is used.
+# The host's root is the guests' root (read-only 9p), so SCRIPT and the binaries it starts are
+# host paths; each guest's /tmp/work is WORKDIR/guestI on the host (writable).
+#
+# Usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]
+#   VMDIR    where prepare.sh put vmlinuz and initrd.gz (it is run first)
+#   SCRIPT   runs in each guest as `bash SCRIPT ARGS` with WEFT_VM_INDEX, WEFT_VM_ADDR,
+#            WEFT_VM_PEER (the other guest's address) and WEFT_VM_GUESTS set, cwd /tmp/work
+# Environment: WEFT_VM_TIMEOUT (seconds for the whole run, default 300), WEFT_VM_MEM (MiB per
+# guest, default 768), WEFT_VM_CPUS (per guest, default 1), WEFT_VM_GUESTS (1 boots guest 0
+# alone, for tests inside one guest; default 2).
+# Exit: 0 when the script succeeded in both guests, 77 when a guest could not be booted (the
+# test is skipped), 1 otherwise. Each guest's console.log, output.log and rc stay in WORKDIR.
+set -uo pipefail
+vmdir=${1:?usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]}
+work=${2:?usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]}
+script=${3:?usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]}
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+timeout_s=${WEFT_VM_TIMEOUT:-300}
+mem=${WEFT_VM_MEM:-768}
+cpus=${WEFT_VM_CPUS:-1}
+guests=${WEFT_VM_GUESTS:-2}
+case $guests in 1 | 2) ;; *) echo "vm: WEFT_VM_GUESTS must be 1 or 2" >&2; exit 1 ;; esac
+last=$((guests - 1))
+
+"$here/prepare.sh" "$vmdir" || exit $?
+vmdir=$(cd "$vmdir" && pwd)
+script=$(cd "$(dirname "$script")" && pwd)/$(basename "$script")
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+case $work in /tmp/*) echo "vm: WORKDIR must not be under /tmp (the guests mount a tmpfs there)" >&2
+                      exit 1 ;; esac
+# Unix socket paths are short-lived and must fit sun_path.
+sockdir=$(mktemp -d /tmp/weft-vm.XXXXXX)
+trap 'rm -rf "$sockdir"' EXIT
+
+args=$(printf ' %q' "$@")
+pids=()
+for i in $(seq 0 $last); do
+  g=$work/guest$i
+  rm -rf "$g"
+  mkdir -p "$g"
+  cat >"$g/run.sh" <<RUN
+export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=$guests
+cd /tmp/work
+exec bash $(printf '%q' "$script")$args
+RUN
+  nice -n 10 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
+    -accel tcg,thread=multi,tb-size=256 -cpu max -m "$mem" -smp "$cpus" \
+    -nographic -no-reboot -kernel "$vmdir/vmlinuz" -initrd "$vmdir/initrd.gz" \
+    -append "console=ttyS0 quiet panic=-1 rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24" \
+    -netdev "dgram,id=n0,local.type=unix,local.path=$sockdir/$i,remote.type=unix,remote.path=$sockdir/$((1 - i))" \
+    -device virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:12:34:$((56 + i)) \
+    -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
+    -virtfs "local,path=$g,mount_tag=work,security_model=none,id=work" \
+    </dev/null >"$g/console.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+
+status=0
+for i in $(seq 0 $last); do
+  g=$work/guest$i
+  if ! grep -q "guest $i up" "$g/console.log"; then
+    echo "vm: guest $i did not boot (see $g/console.log); skipping" >&2
+    tail -5 "$g/console.log" >&2
+    exit 77
+  fi
+  if [ ! -f "$g/rc" ]; then
+    echo "vm: guest $i did not finish within ${timeout_s}s (see $g/console.log)" >&2
+    status=1
+  elif [ "$(cat "$g/rc")" != 0 ]; then
+    echo "vm: guest $i: script exited $(cat "$g/rc")" >&2
+    status=1
+  fi
+  echo "----- guest $i output -----"
+  cat "$g/output.log" 2>/dev/null
+done
+exit $status

@@ -1,0 +1,537 @@
+#include "transports/ib/connection.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/common/log.h"
+#include "transports/tcp/wire.h"
+
+namespace weft::ib {
+namespace {
+
+constexpr uint32_t kInfoMagic = 0x31424957;  // "WIB1"
+constexpr uint32_t kCreditBit = 0x80000000u;
+constexpr uint32_t kMaxSlots = 1u << 24;  // a slot index fits the immediate's low 24 bits
+constexpr uint64_t kMinPart = 8192;       // smallest part of a message on one queue pair
+// Control bytes on the socket after the QpInfo.
+constexpr char kReady = 'R', kPoisoned = 'P', kGoodbye = 'B';
+
+uint64_t wrId(int qp, bool recv) { return static_cast<uint64_t>(qp) << 1 | (recv ? 1 : 0); }
+
+// Writes all of `bytes` to a non-blocking socket within `timeout`; false on error or timeout.
+bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto* p = static_cast<const uint8_t*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLOUT, 0};
+    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+  }
+  return true;
+}
+
+}  // namespace
+
+SocketDrop::~SocketDrop() {
+  if (fd_ >= 0) {
+    tcp::Engine::get().untrack(fd_);
+    ::close(fd_);
+  }
+}
+
+void SocketDrop::attach(const tcp::Hello&, int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) {  // the peer opens one control socket per connection
+    tcp::Engine::get().untrack(fd);
+    ::close(fd);
+    return;
+  }
+  fd_ = fd;
+}
+
+int SocketDrop::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+IbConnection::IbConnection(const ConnectionParams& p, const Port& port)
+    : p_(p), port_(port), v_(verbs()) {
+  if (!v_) weft::fail(Status::kSystemError, "ib: libibverbs is not loaded");
+  if (p_.slots == 0 || p_.slots > kMaxSlots || p_.slotBytes == 0 || p_.slotBytes > (1ull << 31))
+    weft::fail(Status::kInvalidArgument, "ib: unusable FIFO of " + std::to_string(p_.slots) +
+                                             " x " + std::to_string(p_.slotBytes) + " B");
+  p_.qps = std::clamp(p_.qps, 1, 16);
+  partsExpected_.assign(p_.slots, 0);
+  partsGot_.assign(p_.slots, 0);
+  bytesGot_.assign(p_.slots, 0);
+  registerBuffer(&send_, IBV_ACCESS_LOCAL_WRITE);
+  registerBuffer(&recv_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  setupQueues();
+}
+
+IbConnection::~IbConnection() {
+  if (fd_ >= 0) {
+    char bye = kGoodbye;
+    (void)::send(fd_, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    tcp::Engine::get().untrack(fd_);
+    ::close(fd_);
+  }
+  for (ibv_qp* qp : qps_) v_->destroyQp(qp);
+  if (cq_) v_->destroyCq(cq_);
+  for (Buffer* b : {&send_, &recv_}) {
+    if (b->mr) v_->deregMr(b->mr);
+    std::free(b->base);
+  }
+}
+
+std::string IbConnection::peerName() const {
+  return "rank " + std::to_string(p_.peer) + " (ib " + port_.device + ":" +
+         std::to_string(port_.port) + ", channel " + std::to_string(p_.channel) + ")";
+}
+
+void IbConnection::registerBuffer(Buffer* b, int access) {
+  b->bytes = (stride() * p_.slots + 4095) & ~size_t{4095};
+  b->base = std::aligned_alloc(4096, b->bytes);
+  if (!b->base) weft::fail(Status::kSystemError, "ib: out of memory for the FIFO");
+  std::memset(b->base, 0, b->bytes);
+  b->mr = v_->regMr(port_.pd, b->base, b->bytes, access);
+  if (!b->mr)
+    weft::fail(Status::kSystemError, "ib: ibv_reg_mr of " + std::to_string(b->bytes) + " B on " +
+                                         port_.device + " failed: " + std::strerror(errno) +
+                                         " (locked-memory limit? ulimit -l)");
+}
+
+void IbConnection::setupQueues() {
+  // Per queue pair at most `slots` data writes are in flight (the credit window) and credits
+  // are cumulative (one pending at a time is enough), so twice the slots bound both queues.
+  sendCapacity_ = 2 * p_.slots + 8;
+  const int cqEntries = static_cast<int>(2 * sendCapacity_ * static_cast<uint32_t>(p_.qps));
+  cq_ = v_->createCq(port_.context, cqEntries, nullptr, nullptr, 0);
+  if (!cq_)
+    weft::fail(Status::kSystemError,
+               "ib: ibv_create_cq failed: " + std::string(std::strerror(errno)));
+  psn_ = static_cast<uint32_t>(std::rand()) & 0xffffff;
+  for (int i = 0; i < p_.qps; ++i) {
+    ibv_qp_init_attr init{};
+    init.send_cq = cq_;
+    init.recv_cq = cq_;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap.max_send_wr = sendCapacity_;
+    init.cap.max_recv_wr = sendCapacity_;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    ibv_qp* qp = v_->createQp(port_.pd, &init);
+    if (!qp)
+      weft::fail(Status::kSystemError,
+                 "ib: ibv_create_qp failed: " + std::string(std::strerror(errno)));
+    qps_.push_back(qp);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = 0;
+    a.port_num = static_cast<uint8_t>(port_.port);
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    if (v_->modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+      weft::fail(Status::kSystemError,
+                 "ib: queue pair to INIT failed: " + std::string(std::strerror(errno)));
+  }
+  sendsOutstanding_.assign(qps_.size(), 0);
+  // Receives may be posted in INIT: they are there before the peer can send.
+  for (int i = 0; i < p_.qps; ++i)
+    for (uint32_t k = 0; k < sendCapacity_; ++k) postRecv(i);
+}
+
+void IbConnection::postRecv(int qp) {
+  ibv_recv_wr wr{};
+  ibv_recv_wr* bad = nullptr;
+  wr.wr_id = wrId(qp, true);
+  wr.num_sge = 0;  // data lands through RDMA writes; the receive only takes the immediate
+  if (ibv_post_recv(qps_[qp], &wr, &bad)) fail("ibv_post_recv failed");
+}
+
+static QpInfo makeInfo(const ConnectionParams& p, const Port& port, const std::vector<ibv_qp*>& qps,
+                       uint32_t psn, const ibv_mr* recvMr) {
+  QpInfo info{};
+  info.magic = kInfoMagic;
+  info.qps = static_cast<uint32_t>(qps.size());
+  for (size_t i = 0; i < qps.size(); ++i) info.qpn[i] = qps[i]->qp_num;
+  info.psn = psn;
+  info.slots = p.slots;
+  info.slotBytes = p.slotBytes;
+  info.recvAddr = reinterpret_cast<uint64_t>(recvMr->addr);
+  info.recvKey = recvMr->rkey;
+  info.lid = port.lid;
+  info.ethernet = port.ethernet ? 1 : 0;
+  info.mtu = static_cast<uint8_t>(port.mtu);
+  std::memcpy(info.gid, port.gid.raw, 16);
+  return info;
+}
+
+void IbConnection::sendInfo() {
+  QpInfo info = makeInfo(p_, port_, qps_, psn_, recv_.mr);
+  if (!writeAll(fd_, &info, sizeof(info), p_.timeout))
+    fail("could not send the queue pair numbers: " + std::string(std::strerror(errno)));
+  infoSent_ = true;
+}
+
+void IbConnection::start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken) {
+  int fd = ::socket(peerAddress.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) weft::fail(Status::kSystemError, "ib: socket: " + std::string(std::strerror(errno)));
+  timeval tv{};
+  tv.tv_sec = std::max<int64_t>(1, p_.timeout.count() / 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds the blocking connect
+  if (::connect(fd, peerAddress.get(), peerAddress.length()) != 0) {
+    int err = errno;
+    ::close(fd);
+    weft::fail(Status::kRemoteError, "ib: control connection to " + peerName() + " at " +
+                                         peerAddress.toString() + ": " + std::strerror(err));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  tcp::Engine::get().track(fd);
+  tcp::Hello h;
+  h.commHash = p_.commHash;
+  h.srcRank = p_.rank;
+  h.dstRank = p_.peer;
+  h.channel = static_cast<uint32_t>(p_.channel);
+  h.sockets = 1;
+  h.slots = p_.slots;
+  h.slotBytes = p_.slotBytes;
+  std::memcpy(h.token, peerToken, tcp::kTokenBytes);
+  uint8_t hello[tcp::kHelloBytes];
+  tcp::encodeHello(h, hello);
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_ = fd;
+  if (!writeAll(fd_, hello, sizeof(hello), p_.timeout)) fail("could not send the hello");
+  sendInfo();
+}
+
+void IbConnection::fail(const std::string& why) {
+  if (failed_.exchange(true)) return;
+  error_ = "ib: " + peerName() + ": " + why;
+  WEFT_WARN(NET, "%s", error_.c_str());
+}
+
+void IbConnection::sendControl(char what) {
+  if (fd_ >= 0 && !writeAll(fd_, &what, 1, std::chrono::milliseconds(1000)))
+    fail("control socket write failed");
+}
+
+bool IbConnection::readPeerInfo() {
+  while (peerInfoGot_ < sizeof(QpInfo)) {
+    ssize_t n =
+        ::recv(fd_, peerInfoBytes_ + peerInfoGot_, sizeof(QpInfo) - peerInfoGot_, MSG_DONTWAIT);
+    if (n > 0) {
+      peerInfoGot_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0)
+      fail("closed the control connection during setup (process exited?)");
+    else if (errno != EAGAIN && errno != EINTR)
+      fail("control connection: " + std::string(std::strerror(errno)));
+    return false;
+  }
+  std::memcpy(&peer_, peerInfoBytes_, sizeof(peer_));
+  if (peer_.magic != kInfoMagic)
+    fail("sent a malformed setup message");
+  else if (peer_.qps != qps_.size())
+    fail("uses " + std::to_string(peer_.qps) + " queue pairs per connection, this side " +
+         std::to_string(qps_.size()) + " (NCCL_IB_QPS_PER_CONNECTION differs)");
+  else if (peer_.slots != p_.slots || peer_.slotBytes != p_.slotBytes)
+    fail("uses a FIFO of " + std::to_string(peer_.slots) + " x " + std::to_string(peer_.slotBytes) +
+         " B, this side " + std::to_string(p_.slots) + " x " + std::to_string(p_.slotBytes) + " B");
+  else if (peer_.ethernet != (port_.ethernet ? 1 : 0))
+    fail("its port's link layer differs from this side's (RoCE against InfiniBand)");
+  return !failed_.load();
+}
+
+void IbConnection::connectQps() {
+  const ibv_mtu mtu = static_cast<ibv_mtu>(std::min<int>(peer_.mtu, port_.mtu));
+  for (size_t i = 0; i < qps_.size(); ++i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = mtu;
+    a.dest_qp_num = peer_.qpn[i];
+    a.rq_psn = peer_.psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = static_cast<uint8_t>(port_.port);
+    if (port_.ethernet) {
+      a.ah_attr.is_global = 1;
+      std::memcpy(a.ah_attr.grh.dgid.raw, peer_.gid, 16);
+      a.ah_attr.grh.sgid_index = static_cast<uint8_t>(port_.gidIndex);
+      a.ah_attr.grh.hop_limit = 255;
+    } else {
+      a.ah_attr.dlid = peer_.lid;
+    }
+    if (v_->modifyQp(qps_[i], &a,
+                     IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+      fail("queue pair to RTR failed: " + std::string(std::strerror(errno)));
+      return;
+    }
+    ibv_qp_attr r{};
+    r.qp_state = IBV_QPS_RTS;
+    r.timeout = 14;
+    r.retry_cnt = 7;
+    r.rnr_retry = 7;  // the receiver reposts receives as it polls: wait for it
+    r.sq_psn = psn_;
+    r.max_rd_atomic = 1;
+    if (v_->modifyQp(qps_[i], &r,
+                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                         IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+      fail("queue pair to RTS failed: " + std::string(std::strerror(errno)));
+      return;
+    }
+  }
+  connected_ = true;
+  sendControl(kReady);
+}
+
+void IbConnection::pollSocket() {
+  char buf[64];
+  for (;;) {
+    ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (buf[i] == kReady)
+          peerReady_ = true;
+        else if (buf[i] == kPoisoned)
+          poisoned_.store(true, std::memory_order_release);
+        else if (buf[i] == kGoodbye)
+          peerEnded_.store(true, std::memory_order_release);
+        else
+          fail("sent a garbage control byte");
+      }
+      continue;
+    }
+    if (n == 0 && !peerEnded_.load())
+      fail("closed its connection (process exited?)");
+    else if (n < 0 && errno != EAGAIN && errno != EINTR)
+      fail("control connection: " + std::string(std::strerror(errno)));
+    return;
+  }
+}
+
+void IbConnection::onCompletion(const ibv_wc& wc) {
+  const int qp = static_cast<int>(wc.wr_id >> 1);
+  const bool isRecv = (wc.wr_id & 1) != 0;
+  if (wc.status != IBV_WC_SUCCESS) {
+    fail(std::string("completion error: ") + v_->wcStatusStr(wc.status) + " (vendor error " +
+         std::to_string(wc.vendor_err) + ")");
+    return;
+  }
+  if (qp < 0 || qp >= static_cast<int>(qps_.size())) {
+    fail("completion for an unknown queue pair");
+    return;
+  }
+  if (!isRecv) {
+    if (sendsOutstanding_[qp] > 0) --sendsOutstanding_[qp];
+    return;
+  }
+  postRecv(qp);
+  if (!(wc.wc_flags & IBV_WC_WITH_IMM)) {
+    fail("sent a message without an immediate");
+    return;
+  }
+  const uint32_t imm = ntohl(wc.imm_data);
+  if (wc.opcode == IBV_WC_RECV && (imm & kCreditBit)) {
+    const uint32_t value = imm & ~kCreditBit;
+    const uint32_t delta = (value - lastCredit_) & ~kCreditBit;
+    if (credited_ + delta > posted_) {
+      fail("returned credit for messages never sent");
+      return;
+    }
+    credited_ += delta;
+    lastCredit_ = value;
+    return;
+  }
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || (imm & kCreditBit)) {
+    fail("sent a garbage control message");
+    return;
+  }
+  const uint32_t slot = imm & (kMaxSlots - 1);
+  const uint32_t parts = (imm >> 24) & 0x7f;
+  if (slot >= p_.slots || parts == 0 || parts > qps_.size() ||
+      (partsExpected_[slot] != 0 && partsExpected_[slot] != parts) || partsGot_[slot] >= parts) {
+    fail("sent a garbage control message (slot " + std::to_string(slot) + ", parts " +
+         std::to_string(parts) + ")");
+    return;
+  }
+  partsExpected_[slot] = parts;
+  ++partsGot_[slot];
+  bytesGot_[slot] += wc.byte_len;
+}
+
+bool IbConnection::progress() {
+  if (failed_.load(std::memory_order_relaxed)) return false;
+  if (fd_ < 0 && drop_) {
+    fd_ = drop_->take();
+    if (fd_ >= 0) sendInfo();
+  }
+  if (fd_ < 0) return true;
+  if (!connected_) {
+    if (!readPeerInfo()) return !failed_.load();
+    connectQps();
+  }
+  pollSocket();
+  ibv_wc wc[16];
+  for (;;) {
+    int n = ibv_poll_cq(cq_, 16, wc);
+    if (n < 0) {
+      fail("ibv_poll_cq failed");
+      break;
+    }
+    for (int i = 0; i < n; ++i) onCompletion(wc[i]);
+    if (n < 16) break;
+  }
+  flushCredit();
+  return !failed_.load();
+}
+
+void IbConnection::flushCredit() {
+  if (!creditPending_ || !connected_ || failed_.load() || sendsOutstanding_[0] >= sendCapacity_)
+    return;
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = wrId(0, false);
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.num_sge = 0;
+  wr.imm_data = htonl(kCreditBit | static_cast<uint32_t>(received_ & ~kCreditBit));
+  if (ibv_post_send(qps_[0], &wr, &bad)) {
+    fail("ibv_post_send of a credit failed");
+    return;
+  }
+  ++sendsOutstanding_[0];
+  creditPending_ = false;
+}
+
+void* IbConnection::sendSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!progress() || !connected_ || !peerReady_ || posted_ - credited_ >= p_.slots) return nullptr;
+  for (uint32_t out : sendsOutstanding_)
+    if (out + 1 >= sendCapacity_) return nullptr;
+  return static_cast<uint8_t*>(send_.base) + (posted_ % p_.slots) * stride() + kHeaderBytes;
+}
+
+void IbConnection::post(uint32_t bytes, uint32_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > p_.slotBytes) {
+    fail("a message of " + std::to_string(bytes) + " B exceeds the slot");
+    return;
+  }
+  const uint64_t slot = posted_ % p_.slots;
+  const uint64_t offset = slot * stride();
+  uint8_t* header = static_cast<uint8_t*>(send_.base) + offset;
+  const uint64_t seq = posted_;
+  std::memcpy(header, &tag, 4);
+  std::memcpy(header + 4, &bytes, 4);
+  std::memcpy(header + 8, &seq, 8);
+  const uint64_t total = kHeaderBytes + bytes;
+  const uint32_t parts =
+      static_cast<uint32_t>(std::clamp<uint64_t>(total / kMinPart, 1, qps_.size()));
+  for (uint32_t i = 0; i < parts; ++i) {
+    const uint64_t from = total * i / parts, to = total * (i + 1) / parts;
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uint64_t>(header) + from;
+    sge.length = static_cast<uint32_t>(to - from);
+    sge.lkey = send_.mr->lkey;
+    ibv_send_wr wr{};
+    ibv_send_wr* bad = nullptr;
+    wr.wr_id = wrId(static_cast<int>(i), false);
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.imm_data = htonl(parts << 24 | static_cast<uint32_t>(slot));
+    // The remote range lies inside the peer's registered FIFO by construction: slot < slots and
+    // the FIFO's shape was checked against this side's at setup.
+    wr.wr.rdma.remote_addr = peer_.recvAddr + offset + from;
+    wr.wr.rdma.rkey = peer_.recvKey;
+    if (ibv_post_send(qps_[i], &wr, &bad)) {
+      fail("ibv_post_send failed");
+      return;
+    }
+    ++sendsOutstanding_[i];
+  }
+  ++posted_;
+}
+
+const void* IbConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!progress()) return nullptr;
+  const uint64_t slot = received_ % p_.slots;
+  if (partsExpected_[slot] == 0 || partsGot_[slot] < partsExpected_[slot]) return nullptr;
+  const uint8_t* header = static_cast<const uint8_t*>(recv_.base) + slot * stride();
+  uint32_t t = 0, b = 0;
+  uint64_t seq = 0;
+  std::memcpy(&t, header, 4);
+  std::memcpy(&b, header + 4, 4);
+  std::memcpy(&seq, header + 8, 8);
+  if (seq != received_ || b > p_.slotBytes || bytesGot_[slot] != kHeaderBytes + b) {
+    fail("sent a malformed message (sequence " + std::to_string(seq) + ", expected " +
+         std::to_string(received_) + ", " + std::to_string(b) + " B)");
+    return nullptr;
+  }
+  *bytes = b;
+  *tag = t;
+  return header + kHeaderBytes;
+}
+
+void IbConnection::release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t slot = received_ % p_.slots;
+  partsExpected_[slot] = 0;
+  partsGot_[slot] = 0;
+  bytesGot_[slot] = 0;
+  ++received_;
+  creditPending_ = true;
+  flushCredit();
+}
+
+Status IbConnection::health(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress();
+  if (failed_.load()) {
+    *why = error_;
+    return Status::kRemoteError;
+  }
+  if (poisoned_.load()) {
+    *why = "ib: " + peerName() + " poisoned the connection";
+    return Status::kRemoteError;
+  }
+  return Status::kSuccess;
+}
+
+bool IbConnection::poisoned() const {
+  if (poisoned_.load(std::memory_order_acquire)) return true;
+  // The peer's poison arrives on the control socket, which only this side's calls read.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock() && fd_ >= 0) const_cast<IbConnection*>(this)->pollSocket();
+  return poisoned_.load(std::memory_order_acquire);
+}
+
+void IbConnection::poison() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poisoned_.exchange(true)) return;
+  sendControl(kPoisoned);
+}
+
+}  // namespace weft::ib

@@ -1,0 +1,145 @@
+// One ib connection: RC queue pairs to one peer on one channel, both directions.
+//
+// Each side registers a FIFO of `slots` receive slots; a message is one RDMA WRITE WITH
+// IMMEDIATE (split over the queue pairs when there are several) from the sender's matching send
+// slot straight into the receiver's slot. A slot starts with a 16-byte header (tag, bytes,
+// sequence) that the receiver checks before it hands the data over; the immediate names the slot
+// and the number of parts. Releasing a slot returns a credit: a zero-byte SEND WITH IMMEDIATE
+// carrying the count of released slots. Queue pair numbers, GIDs and the receive FIFO's address
+// and rkey travel over a tcp socket from the tcp engine; the socket stays open so that a peer
+// that dies (the socket closes) is seen at once, and carries "poisoned" and "goodbye" bytes.
+// Completions are polled by whichever thread drives the connection (the executor's wait loop).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transports/base/connection.h"
+#include "transports/ib/devices.h"
+#include "transports/tcp/engine.h"
+
+namespace weft::ib {
+
+struct ConnectionParams {
+  uint64_t commHash = 0;
+  int rank = 0;
+  int peer = 0;
+  int channel = 0;
+  uint32_t slots = 4;
+  size_t slotBytes = 0;
+  int qps = 1;
+  std::chrono::milliseconds timeout{0};
+};
+
+// What each side sends the other over the control socket once its queue pairs exist.
+struct QpInfo {
+  uint32_t magic = 0;
+  uint32_t qps = 0;
+  uint32_t qpn[16] = {};
+  uint32_t psn = 0;
+  uint32_t slots = 0;
+  uint64_t slotBytes = 0;
+  uint64_t recvAddr = 0;  // the receive FIFO
+  uint32_t recvKey = 0;
+  uint16_t lid = 0;
+  uint8_t ethernet = 0;
+  uint8_t mtu = 0;
+  uint8_t gid[16] = {};
+};
+
+// Where the tcp engine leaves the control socket the peer opened (passive side) until the
+// connection takes it; closes it if the connection is gone by then.
+class SocketDrop : public tcp::SocketSink {
+ public:
+  ~SocketDrop() override;
+  void attach(const tcp::Hello& hello, int fd) override;
+  int take();  // the socket, or -1 while none has arrived
+
+ private:
+  std::mutex mu_;
+  int fd_ = -1;
+};
+
+class IbConnection : public transport::Connection {
+ public:
+  IbConnection(const ConnectionParams& p, const Port& port);
+  ~IbConnection() override;
+
+  // Active side: opens the control socket to the peer's tcp endpoint and sends its QpInfo.
+  void start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken);
+  // Passive side: the socket the peer opens arrives in `drop`.
+  void awaitPeer(std::shared_ptr<SocketDrop> drop) { drop_ = std::move(drop); }
+
+  size_t slotBytes() const override { return p_.slotBytes; }
+  void* sendSlot() override;
+  void post(uint32_t bytes, uint32_t tag) override;
+  const void* recvSlot(uint32_t* bytes, uint32_t* tag) override;
+  void release() override;
+  Status health(std::string* why) override;
+  void poison() override;
+  bool poisoned() const override;
+  bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
+  const char* transportName() const override { return "ib"; }
+
+ private:
+  struct Buffer {
+    void* base = nullptr;
+    size_t bytes = 0;
+    ibv_mr* mr = nullptr;
+  };
+  size_t stride() const { return kHeaderBytes + p_.slotBytes; }
+  void setupQueues();
+  void registerBuffer(Buffer* b, int access);
+  void postRecv(int qp);
+  void sendInfo();
+  void sendControl(char what);
+  void flushCredit();
+  // Moves the handshake on, polls completions and the control socket; false once failed.
+  bool progress();
+  bool readPeerInfo();
+  void connectQps();
+  void onCompletion(const ibv_wc& wc);
+  void pollSocket();
+  void fail(const std::string& why);
+  std::string peerName() const;
+
+  static constexpr size_t kHeaderBytes = 16;
+
+  ConnectionParams p_;
+  Port port_;
+  const Verbs* v_;
+  ibv_cq* cq_ = nullptr;
+  std::vector<ibv_qp*> qps_;
+  uint32_t psn_ = 0;
+  Buffer send_, recv_;
+
+  mutable std::mutex mu_;
+  std::shared_ptr<SocketDrop> drop_;
+  int fd_ = -1;
+  bool infoSent_ = false;
+  uint8_t peerInfoBytes_[sizeof(QpInfo)] = {};
+  size_t peerInfoGot_ = 0;
+  QpInfo peer_{};
+  bool connected_ = false;  // our queue pairs are ready to send
+  bool peerReady_ = false;  // the peer's are ready to receive
+  std::string error_;
+
+  uint64_t posted_ = 0;    // messages sent
+  uint64_t credited_ = 0;  // of them, released by the receiver
+  uint32_t lastCredit_ = 0;
+  bool creditPending_ = false;
+  std::vector<uint32_t> sendsOutstanding_;  // per queue pair
+  uint32_t sendCapacity_ = 0;
+  uint64_t received_ = 0;  // messages handed to the executor and released
+  std::vector<uint32_t> partsExpected_, partsGot_;
+  std::vector<uint64_t> bytesGot_;
+  std::atomic<bool> poisoned_{false};
+  std::atomic<bool> peerEnded_{false};
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace weft::ib
