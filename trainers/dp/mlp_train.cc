@@ -91,8 +91,8 @@ void train(const TrainOptions& o, const MlpDataParallelControls& controls, ncclC
   Mlp<T> eval_model(config);  // whole parameters for evaluation (ZeRO-3 gathers them)
   TimingSums sums;
   for (int64_t step = 0; step < o.steps; ++step) {
-    const double start = now_s();
     train_batches.batch(step, rank * rows, rows, inputs.data(), labels.data());
+    const double start = now_s();  // the step: forward, backward, reductions, AdamW
     const double local =
         runner.forward_backward(model, dp, inputs.data(), labels.data(), rows, o.batch);
     const DataParallelStep s = dp.finish_step();
