@@ -3,16 +3,19 @@
 # made of network namespaces (tests/netns/netns.sh), one rank each, talking tcp over a veth link
 # shaped with tc tbf so that one step's gradient reduction takes about as long as its backward.
 # Runs the step with the gradient buckets reduced after backward (--no-overlap) and during it,
-# and prints
-#   compute  forward + backward (no-overlap run)
-#   comm     the reductions after backward (no-overlap run: packing, reduce-scatter, all-gather)
+# for each pair of runs (no overlap, then overlap)
+#   comm     the reductions after backward in the no-overlap run (packing, reduce-scatter,
+#            all-gather): bound by the shaped link, so the same for both runs
+#   compute  forward + backward, each run its own (the machine's load changes between runs)
 #   step     forward + backward + the communication it did not hide (the step less AdamW)
 #   ratio    step / max(compute, comm): 1 is perfect overlap, (compute + comm) / max none
+# and the median over the pairs of the overlapped ratio.
 #
 #   trainers/bench/overlap.sh [BUILD_DIR]          (default: build; needs root and iproute2)
 #
 # Environment: OVERLAP_RATE (a tc rate such as 200mbit; default: calibrated), OVERLAP_STEPS
-# (timed steps after 3 warm-up steps, default 20), OVERLAP_HIDDEN, OVERLAP_BATCH. Calibration
+# (timed steps after 3 warm-up steps, default 10), OVERLAP_REPEATS (pairs, default 3),
+# OVERLAP_HIDDEN, OVERLAP_BATCH. Calibration
 # runs the no-overlap step unshaped, takes backward as 2/3 of forward + backward (two GEMMs per
 # linear layer against one) and sets the rate that moves the gradients in that time: each of two
 # ranks sends half the gradient bytes in the reduce-scatter and half in the all-gather.
@@ -29,12 +32,13 @@ for f in "$weftrun" "$bench"; do
 done
 if ! "$netns" check; then exit 77; fi
 
-steps="${OVERLAP_STEPS:-20}"
+steps="${OVERLAP_STEPS:-10}"
+repeats="${OVERLAP_REPEATS:-3}"
 warmup=3
 # Many equal layers, each its own bucket: only the last bucket's reduction (one layer) is left
 # when backward ends. The narrow first layer keeps the 784-wide input layer small.
 hidden="${OVERLAP_HIDDEN:-64,512,512,512,512,512,512,512,512}"
-batch="${OVERLAP_BATCH:-256}"
+batch="${OVERLAP_BATCH:-1024}"
 prefix="wovl$$"
 "$netns" up 2 --prefix "$prefix" > /dev/null
 trap '"$netns" down --prefix "$prefix"' EXIT
@@ -70,16 +74,27 @@ if [ -z "$rate" ]; then
 fi
 shape "$rate"
 
-baseline="$(run --no-overlap | grep '^timing')"
-overlapped="$(run | grep '^timing')"
-echo "no overlap: $baseline"
-echo "overlap:    $overlapped"
-awk -v c="$(field compute_ms "$baseline")" -v m="$(field comm_wait_ms "$baseline")" \
-  -v s0="$(field step_ms "$baseline")" -v o0="$(field optimizer_ms "$baseline")" \
-  -v s1="$(field step_ms "$overlapped")" -v o1="$(field optimizer_ms "$overlapped")" \
-  -v rate="$rate" 'BEGIN {
-    best = c > m ? c : m
-    printf "rate %s: compute %.1f ms, comm %.1f ms (comm/backward %.2f)\n", rate, c, m, m / (c * 2 / 3)
-    printf "step without overlap %.1f ms = %.3f x max(compute, comm)\n", s0 - o0, (s0 - o0) / best
-    printf "step with overlap    %.1f ms = %.3f x max(compute, comm)\n", s1 - o1, (s1 - o1) / best
-  }'
+# Pairs of runs, no overlap then overlap, so both see about the same load on a shared machine.
+echo "rate $rate, $repeats pairs of $steps timed steps"
+ratios=""
+for ((k = 1; k <= repeats; k++)); do
+  baseline="$(run --no-overlap | grep '^timing')"
+  overlapped="$(run | grep '^timing')"
+  echo "pair $k no overlap: $baseline"
+  echo "pair $k overlap:    $overlapped"
+  line="$(awk -v c0="$(field compute_ms "$baseline")" -v m="$(field comm_wait_ms "$baseline")" \
+    -v s0="$(field step_ms "$baseline")" -v o0="$(field optimizer_ms "$baseline")" \
+    -v c1="$(field compute_ms "$overlapped")" -v s1="$(field step_ms "$overlapped")" \
+    -v o1="$(field optimizer_ms "$overlapped")" 'BEGIN {
+      b0 = c0 > m ? c0 : m; b1 = c1 > m ? c1 : m
+      printf "%.3f %.3f comm %.1f ms (comm/backward %.2f); no overlap: compute %.1f step %.1f ms = %.3f x max; overlap: compute %.1f step %.1f ms = %.3f x max\n",
+        (s1 - o1) / b1, (s0 - o0) / b0, m, m / (c0 * 2 / 3), c0, s0 - o0, (s0 - o0) / b0,
+        c1, s1 - o1, (s1 - o1) / b1
+    }')"
+  echo "pair $k ${line#* * }"
+  ratios="$ratios${line%% *}"$'\n'
+done
+sort -n <<< "${ratios%$'\n'}" | awk '{r[NR] = $1} END {
+  printf "median step with overlap / max(compute, comm): %.3f (of %d pairs; min %.3f, max %.3f)\n",
+    r[int((NR + 1) / 2)], NR, r[1], r[NR]
+}'
