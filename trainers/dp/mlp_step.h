@@ -1,0 +1,34 @@
+// One data-parallel training step of the MLP classifier: this rank's rows of the global batch,
+// layer by layer, with the DataParallel hooks around every layer (table layer i = fc<i>), so
+// that gradient buckets are reduced while backward continues and ZeRO-3 gathers each layer just
+// before it runs. The MLP counterpart of GptDataParallelStep.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "trainers/common/mlp.h"
+#include "trainers/dp/data_parallel.h"
+
+namespace weft::trainers {
+
+template <typename T>
+class MlpDataParallelStep {
+ public:
+  // Forward and backward of `rows` images of a global batch of global_rows images: the loss is
+  // the mean over the global batch, so the gradients the ranks sum are the global batch's.
+  // Returns the sum of this rank's per-image losses (sum it over the ranks after finish_step and
+  // divide by global_rows for the batch's mean loss).
+  double forward_backward(Mlp<T>& model, DataParallel<T>& dp, const T* inputs,
+                          const int32_t* labels, int rows, int global_rows);
+
+  // Rows of the last forward whose largest logit is the label.
+  int correct() const { return correct_; }
+
+ private:
+  std::vector<std::vector<T>> pres_, outs_;
+  std::vector<T> probs_, losses_, dout_, dx_;
+  int correct_ = 0;
+};
+
+}  // namespace weft::trainers
