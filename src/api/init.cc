@@ -240,6 +240,11 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
               static_cast<long long>(wait.count()));
     return Status::kSuccess;
   }
+  // A clean destroy first lets the peers read what this rank sent them (as NCCL's finalize
+  // flushes): a peer may open the link only after this rank's last call has returned.
+  if (!abortFirst && !impl->flushSends(impl->tuning().timeout))
+    WEFT_WARN(INIT, "ncclCommDestroy: rank %d's peers left its messages unread for %lld ms",
+              impl->rank(), static_cast<long long>(impl->tuning().timeout.count()));
   delete impl;
   api::retireHandle(comm);
   return Status::kSuccess;

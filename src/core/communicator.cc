@@ -359,6 +359,24 @@ bool Communicator::waitForRuns(std::chrono::milliseconds timeout) const {
   return true;
 }
 
+bool Communicator::flushSends(std::chrono::milliseconds timeout) {
+  if (aborted_.load() || asyncError() != Status::kSuccess) return true;
+  const Deadline deadline(timeout);
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_) {
+    transport::ReferenceSends* refs = conn->referenceSends();
+    if (!refs) continue;
+    const uint64_t posted = refs->postedCount();
+    std::string why;
+    while (!refs->consumed(posted)) {
+      if (conn->poisoned() || conn->health(&why) != Status::kSuccess) break;
+      if (deadline.expired()) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  return true;
+}
+
 void Communicator::abort() {
   aborted_.store(true);
   if (boot_) boot_->abort();

@@ -102,6 +102,12 @@ class Communicator : public exec::ConnectionSource {
   void leaveRun() { runs_.fetch_sub(1, std::memory_order_acq_rel); }
   // Waits up to `timeout` for every run to leave; false if one is still inside.
   bool waitForRuns(std::chrono::milliseconds timeout) const;
+  // Waits up to `timeout` until each peer has taken every message this rank posted to it (a
+  // peer may open a link only when its plan first uses it, after this rank's calls returned;
+  // the link's memory and name go with the communicator, so what it holds must be read first).
+  // Skipped once the communicator failed or was aborted; stops early at a poisoned link or a
+  // dead peer. False if a message was still unread at the deadline.
+  bool flushSends(std::chrono::milliseconds timeout);
 
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);
