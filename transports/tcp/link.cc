@@ -14,6 +14,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/log.h"
+#include "transports/shm/segment_names.h"
 
 namespace weft::tcp {
 namespace {
@@ -252,6 +253,10 @@ Status Link::health(std::string* why) {
   }
   if (peerClosed_.load()) {
     *why = "tcp: " + peerName() + " closed the connection (the peer exited or gave up)";
+    return Status::kRemoteError;
+  }
+  if (p_.peerPid > 0 && p_.peerPid != ::getpid() && transport::processGone(p_.peerPid)) {
+    *why = "tcp: " + peerName() + " (pid " + std::to_string(p_.peerPid) + ") exited";
     return Status::kRemoteError;
   }
   return Status::kSuccess;

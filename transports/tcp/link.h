@@ -38,6 +38,9 @@ struct LinkParams {
   Doorbell* bell = nullptr;  // the local rank's doorbell
   // The peer's failure word (transports/shm/rank_bell.h) where it runs on this host, else null.
   const std::atomic<uint32_t>* peerFailure = nullptr;
+  // The peer's process where it runs on this host, else 0: a peer killed before its sockets
+  // reached this side leaves nothing to read EOF from, so health() asks whether it still runs.
+  int peerPid = 0;
   bool active = false;                   // this side opens the sockets (the lower rank)
   bootstrap::SocketAddress peerAddress;  // where the peer listens (active side)
   uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
