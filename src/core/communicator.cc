@@ -75,14 +75,17 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   for (const auto& i : infos) peers_.push_back(i.peer);
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
+  peerFailures_.assign(nranks, nullptr);
   // Only ranks on this host have a doorbell this rank can map (tcp rings the local one).
   std::vector<LocalRank> local;
   for (int r = 0; r < nranks; ++r) {
     if (peers_[r].hostHash != peers_[rank].hostHash) continue;
     local.push_back({r, peers_[r].processHash, infos[r].cpus});
-    if (r != rank)
+    if (r != rank) {
       peerBells_[r] =
           transport::openPeerBell(commHash_, r, peers_[r].pid, tuning_.bootstrapTimeout);
+      peerFailures_[r] = transport::failureWordOf(peerBells_[r].get());
+    }
   }
   const PlacementResult placement = placeRanksOnHost(local, rank, tuning_.pin, tuning_.pinShared);
   const bool sharedCores = placement.oversubscribed;
@@ -117,6 +120,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.nranks = nranks;
   ctx_.peers = &peers_;
   ctx_.bells = &peerBells_;
+  ctx_.failures = &peerFailures_;
   ctx_.slotBytes = std::max<uint64_t>(4096, infos[0].slotBytes / 64 * 64);
   ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
   tuning_.slotBytes = ctx_.slotBytes;
@@ -288,7 +292,10 @@ transport::Connection* Communicator::connection(int peer, int channel) {
   transport::Transport& t = transport::pickTransport(peers_[rank_], peers_[peer], tuning_);
   auto conn = t.connect(ctx_, peer, channel);
   WEFT_INFO(INIT, "rank %d -> %d channel %d via %s", rank_, peer, channel, t.name());
-  if (aborted_.load()) conn->poison();
+  if (aborted_.load() || asyncError_.load() != Status::kSuccess) {
+    const uint32_t word = transport::failureWordOf(bell_->bell())->load();
+    conn->poisonFor(word != 0 ? transport::failureCause(word) : rank_);
+  }
   auto* raw = conn.get();
   conns_[key] = std::move(conn);
   if (fast) fast->store(raw, std::memory_order_release);
@@ -332,7 +339,7 @@ bool Communicator::validOp(int op, DataType type, std::string* why) const {
   return true;
 }
 
-void Communicator::recordError(Status st, const std::string& message) {
+void Communicator::recordError(Status st, const std::string& message, int causeRank) {
   Status expected = Status::kSuccess;
   asyncError_.compare_exchange_strong(expected, st);
   {
@@ -340,9 +347,20 @@ void Communicator::recordError(Status st, const std::string& message) {
     lastError_ = message;
   }
   WEFT_WARN(INIT, "rank %d: %s", rank_, message.c_str());
-  // Tell peers blocked on our links that we are gone, so they fail instead of waiting.
-  std::lock_guard<std::mutex> lock(connMu_);
-  for (auto& [key, conn] : conns_) conn->poison();
+  // Tell peers blocked on us that we are gone, so they fail instead of waiting.
+  announceFailure(causeRank >= 0 && causeRank < nranks_ ? causeRank : rank_);
+}
+
+void Communicator::announceFailure(int causeRank) {
+  bell_->markFailed(causeRank);
+  // The first cause recorded is the one every link names.
+  const int cause = transport::failureCause(transport::failureWordOf(bell_->bell())->load());
+  {
+    std::lock_guard<std::mutex> lock(connMu_);
+    for (auto& [key, conn] : conns_) conn->poisonFor(cause);
+  }
+  for (const auto& peerBell : peerBells_)
+    if (peerBell) peerBell->ring();
 }
 
 std::string Communicator::lastError() const {
@@ -380,14 +398,12 @@ bool Communicator::flushSends(std::chrono::milliseconds timeout) {
 void Communicator::abort() {
   aborted_.store(true);
   if (boot_) boot_->abort();
-  std::lock_guard<std::mutex> lock(connMu_);
-  for (auto& [key, conn] : conns_) conn->poison();
+  announceFailure(rank_);
 }
 
 void Communicator::abortDataPath() {
   aborted_.store(true);
-  std::lock_guard<std::mutex> lock(connMu_);
-  for (auto& [key, conn] : conns_) conn->poison();
+  announceFailure(rank_);
 }
 
 bool Communicator::revoke() {

@@ -79,7 +79,9 @@ class Communicator : public exec::ConnectionSource {
   bool validOp(int op, DataType type, std::string* why) const;
 
   // Error state: the first asynchronous error sticks; abort makes every wait give up.
-  void recordError(Status st, const std::string& message);
+  // `causeRank`: the rank whose failure this is, where known (a peer that died or told this
+  // rank it failed); else this rank. The links and the rank's failure word carry it to peers.
+  void recordError(Status st, const std::string& message, int causeRank = -1);
   Status asyncError() const { return asyncError_.load(); }
   std::string lastError() const;
   void abort();
@@ -135,6 +137,10 @@ class Communicator : public exec::ConnectionSource {
   std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
   void attachSynthesizedPlans();
   uint32_t synthMode_ = 0;  // rank 0's WEFT_SYNTH
+  // Tells the peers this rank gave up because of `causeRank`: marks its failure word, poisons
+  // its links naming the cause, and rings the doorbells of the ranks on its host so that those
+  // waiting on it look at once.
+  void announceFailure(int causeRank);
   uint32_t nextCollectiveTag(const Call& call) { return collectiveTag(++collSeq_, call); }
   static uint32_t collectiveTag(uint64_t seq, const Call& call);
 
@@ -148,6 +154,8 @@ class Communicator : public exec::ConnectionSource {
   std::unique_ptr<transport::RankBell> bell_;
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> peerBells_;
+  // The failure words of this host's ranks (rank_bell.h), null for ranks elsewhere.
+  std::vector<const std::atomic<uint32_t>*> peerFailures_;
   exec::CoreSharing cores_;
   transport::ConnectContext ctx_;
   std::shared_ptr<const topo::SystemTopology> topology_;

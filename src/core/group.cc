@@ -147,7 +147,7 @@ Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comm
   if (r.status == Status::kSuccess) return r.status;
   if (r.failedTask >= 0) {
     openLinksOfFailedCalls(tasks[r.failedTask], comms[r.failedTask]);
-    comms[r.failedTask]->recordError(r.status, r.message);
+    comms[r.failedTask]->recordError(r.status, r.message, r.causeRank);
   }
   *why = r.message;
   return r.status;

@@ -31,6 +31,21 @@ std::string describe(const Work& w) {
          dataTypeName(w.type) + " (" + w.plan->algorithm + ")";
 }
 
+// Why a poisoned or ended link fails the lane waiting on it. `cause`: the rank the peer named
+// as the first to fail (-1: not carried); a peer that gave up because of another rank's
+// failure names that rank, so that every survivor reports the rank that failed first.
+std::string poisonedLinkText(transport::Connection* c, int peer, int cause, bool ended) {
+  const std::string link = std::string(c->transportName()) + " link";
+  const std::string who = "rank " + std::to_string(peer);
+  if (cause >= 0 && cause != peer)
+    return "rank " + std::to_string(cause) + " failed (reported by " + who + "): " + who +
+           (ended ? " closed its " + link + " while this rank still waited on it"
+                  : " abandoned the operation (" + link + ")");
+  return ended ? who + " closed its " + link +
+                     " while this rank still waited on it (it exited or gave up)"
+               : who + " failed and abandoned the operation (" + link + ")";
+}
+
 }  // namespace
 
 TaskSet::TaskSet(std::vector<Task>& tasks, std::vector<TaskState>& states)
@@ -108,19 +123,14 @@ bool TaskSet::checkPoison() {
     if (!states_[i].running) continue;
     states_[i].interpreter.everyAwaitedLink(
         [&](transport::Connection* c, int peer, bool receiving) {
-          if (c->peerEnded()) {
-            if (!waitsInVain(c, receiving)) return true;
-            error_ = {Status::kRemoteError,
-                      "rank " + std::to_string(peer) + " closed its " + c->transportName() +
-                          " link while this rank still waited on it (it exited or gave up)",
-                      static_cast<int>(i)};
-            return false;
-          }
-          if (!c->poisoned()) return true;
-          error_ = {Status::kRemoteError,
-                    "rank " + std::to_string(peer) + " failed and abandoned the operation (" +
-                        c->transportName() + " link)",
-                    static_cast<int>(i)};
+          const bool ended = c->peerEnded();
+          if (!ended && !c->poisoned()) return true;
+          // What the peer posted before it gave up still counts: fail only where a lane waits
+          // for something the link will never bring.
+          if (!waitsInVain(c, receiving)) return true;
+          const int cause = c->poisonCause();
+          error_ = {Status::kRemoteError, poisonedLinkText(c, peer, cause, ended),
+                    static_cast<int>(i), cause >= 0 ? cause : peer};
           return false;
         });
     if (failed()) return false;
@@ -131,14 +141,16 @@ bool TaskSet::checkPoison() {
 bool TaskSet::checkHealth() {
   for (size_t i = 0; i < tasks_.size(); ++i) {
     if (!states_[i].running) continue;
-    states_[i].interpreter.everyAwaitedLink([&](transport::Connection* c, int, bool receiving) {
-      if (c->peerEnded() && !waitsInVain(c, receiving)) return true;
-      std::string why;
-      const Status st = c->health(&why);
-      if (st == Status::kSuccess) return true;
-      error_ = {st, why, static_cast<int>(i)};
-      return false;
-    });
+    states_[i].interpreter.everyAwaitedLink(
+        [&](transport::Connection* c, int peer, bool receiving) {
+          if (c->peerEnded() && !waitsInVain(c, receiving)) return true;
+          std::string why;
+          const Status st = c->health(&why);
+          if (st == Status::kSuccess) return true;
+          const int cause = c->poisonCause();
+          error_ = {st, why, static_cast<int>(i), cause >= 0 ? cause : peer};
+          return false;
+        });
     if (failed()) return false;
   }
   return true;

@@ -106,6 +106,10 @@ struct RunResult {
   Status status = Status::kSuccess;
   std::string message;
   int failedTask = -1;
+  // The rank whose failure made the task fail, where known: a peer that died, or the rank a
+  // failed peer named when it poisoned its links; -1: the failing rank itself (a timeout, an
+  // abort, a mismatch it saw).
+  int causeRank = -1;
 };
 
 }  // namespace weft::exec

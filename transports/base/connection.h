@@ -56,7 +56,13 @@ class Connection {
   virtual Status health(std::string* why) = 0;
   // Marks both directions failed so a peer blocked on this link gives up promptly.
   virtual void poison() = 0;
+  // The same, naming the rank whose failure this is (this rank, or the one it learnt of), so
+  // that the peer can name it too. Transports that cannot carry it poison plainly.
+  virtual void poisonFor(int causeRank) { poison(); }
+  // True once either side poisoned the link, or the peer is known to have failed.
   virtual bool poisoned() const = 0;
+  // The rank whose failure poisoned the link, where the transport carries it; else -1.
+  virtual int poisonCause() const { return -1; }
   // The peer closed its end cleanly: nothing more will arrive. Not an error by itself (a peer
   // that finished its part of a collective says goodbye so), only for a receiver still waiting
   // for data the link does not hold.

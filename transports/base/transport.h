@@ -1,6 +1,7 @@
 // Transports: each says whether it can link two ranks, then builds Connections. The registry
 // (transports/registry.h) tries them in priority order (NCCL's canConnect / connect split).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,10 @@ struct ConnectContext {
   std::chrono::milliseconds timeout{0};
   // The communicator's tuning (thresholds and switches of the transports); null: defaults.
   const Tuning* tuning = nullptr;
+  // Every rank's failure word (transports/shm/rank_bell.h), for the ranks of this host; null
+  // vector or entry where unknown. A connection reads its peer's to learn at once that the peer
+  // gave up, even where the peer never opened its end of the link.
+  const std::vector<const std::atomic<uint32_t>*>* failures = nullptr;
   // This rank's own doorbell: transports whose progress runs on a thread of their own (tcp) ring
   // it when data arrives or a send slot frees, since a remote peer cannot ring it.
   Doorbell* selfBell = nullptr;

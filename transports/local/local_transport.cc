@@ -33,11 +33,14 @@ class LocalTransport : public Transport {
     std::string key = pairName(ctx, peer, channel);
     std::shared_ptr<HeapBlock> block;
     {
-      // First side creates the block; the second takes it out of the table.
+      // First side creates the block; the second takes it out of the table. The table holds
+      // it weakly: a block whose creator let go before the peer came (the creator failed or
+      // was aborted) is freed, not kept for a peer that will never connect.
       std::lock_guard<std::mutex> lock(mu_);
+      std::erase_if(pending_, [](const auto& entry) { return entry.second.expired(); });
       auto it = pending_.find(key);
-      if (it != pending_.end()) {
-        block = std::move(it->second);
+      if (it != pending_.end()) block = it->second.lock();
+      if (block) {
         pending_.erase(it);
       } else {
         block = std::make_shared<HeapBlock>(pairBytes(ctx));
@@ -51,7 +54,7 @@ class LocalTransport : public Transport {
 
  private:
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<HeapBlock>> pending_;
+  std::unordered_map<std::string, std::weak_ptr<HeapBlock>> pending_;
 };
 
 }  // namespace

@@ -277,14 +277,26 @@ void FifoConnection::release() {
   if (p_.peerBell) p_.peerBell->ring();
 }
 
-void FifoConnection::poison() {
-  out_.ctl->poisoned.store(1, std::memory_order_release);
-  in_.ctl->poisoned.store(1, std::memory_order_release);
+void FifoConnection::poisonFor(int causeRank) {
+  // The first poison of a direction sticks: it names the failure that came first.
+  const uint32_t word = causeRank >= 0 ? static_cast<uint32_t>(causeRank) + 1 : kPoisonedUnknown;
+  for (FifoControl* ctl : {out_.ctl, in_.ctl}) {
+    uint32_t healthy = 0;
+    ctl->poisoned.compare_exchange_strong(healthy, word, std::memory_order_acq_rel);
+  }
   if (p_.peerBell) p_.peerBell->ring();
 }
 
 bool FifoConnection::poisoned() const {
-  return out_.ctl->poisoned.load(std::memory_order_acquire) != 0;
+  return out_.ctl->poisoned.load(std::memory_order_acquire) != 0 ||
+         (p_.peerFailure && p_.peerFailure->load(std::memory_order_acquire) != 0);
+}
+
+int FifoConnection::poisonCause() const {
+  const uint32_t link = out_.ctl->poisoned.load(std::memory_order_acquire);
+  if (link != 0 && link != kPoisonedUnknown) return static_cast<int>(link) - 1;
+  const uint32_t rank = p_.peerFailure ? p_.peerFailure->load(std::memory_order_acquire) : 0;
+  return rank != 0 ? static_cast<int>(rank) - 1 : -1;
 }
 
 Status FifoConnection::health(std::string* why) {

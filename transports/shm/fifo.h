@@ -43,6 +43,8 @@ struct alignas(64) SlotInfo {
 };
 static_assert(sizeof(SlotInfo) == 320, "five cache lines per message descriptor");
 
+inline constexpr uint32_t kPoisonedUnknown = 0xffffffffu;  // FifoControl::poisoned, no cause
+
 inline constexpr uint64_t kProbeMagic = 0x57454654434d4131ull;  // "WEFTCMA1"
 
 // The copy of a large rendezvous message split between its receiver and its sender: the
@@ -82,9 +84,10 @@ struct LandingOffer {
 struct FifoControl {
   alignas(64) std::atomic<uint64_t> head;
   alignas(64) std::atomic<uint64_t> dataHead;
-  alignas(64) std::atomic<uint32_t> poisoned;  // set by either side after a fatal error
-  std::atomic<uint32_t> readerCanRead;         // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
-  std::atomic<uint64_t> senderProbeAddr;       // where `magic` sits in the sender's address space
+  // Set by either side after a fatal error: the failed rank + 1 (kPoisonedUnknown: not named).
+  alignas(64) std::atomic<uint32_t> poisoned;
+  std::atomic<uint32_t> readerCanRead;    // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
+  std::atomic<uint64_t> senderProbeAddr;  // where `magic` sits in the sender's address space
   uint64_t magic;
   SlotInfo info[kMaxSlots];
   HelpBoard help;
@@ -116,6 +119,8 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
     uint32_t slots = 4;
     size_t slotBytes = 0;
     Doorbell* peerBell = nullptr;  // rung after post/release so a sleeping peer wakes
+    // The peer's failure word (rank_bell.h), or null; kept mapped by `keepAlive`.
+    const std::atomic<uint32_t>* peerFailure = nullptr;
     const char* name = "fifo";
     std::function<Status(std::string*)> health;  // liveness of the peer
     std::shared_ptr<void> keepAlive;             // owns the mapped memory
@@ -137,8 +142,10 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override;
   void release() override;
   Status health(std::string* why) override;
-  void poison() override;
+  void poison() override { poisonFor(-1); }
+  void poisonFor(int causeRank) override;
   bool poisoned() const override;
+  int poisonCause() const override;
 
   const char* transportName() const override { return p_.name; }
   ReferenceSends* referenceSends() override { return this; }

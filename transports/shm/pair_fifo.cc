@@ -44,6 +44,8 @@ std::unique_ptr<Connection> pairConnection(const ConnectContext& ctx, int peer, 
   p.slots = ctx.slots;
   p.slotBytes = ctx.slotBytes;
   p.peerBell = bell.get();
+  if (ctx.failures && static_cast<size_t>(peer) < ctx.failures->size())
+    p.peerFailure = (*ctx.failures)[peer];
   p.name = name;
   p.health = std::move(health);
   p.remote = remote;

@@ -18,8 +18,8 @@ struct RankBell::Impl {
 
 RankBell::RankBell(uint64_t commHash, int rank) : impl_(std::make_unique<Impl>()) {
   removeStaleSegments();
-  impl_->segment = ShmSegment::create(bellName(commHash, rank, getpid()), sizeof(Doorbell));
-  bell_ = new (impl_->segment.data()) Doorbell;
+  impl_->segment = ShmSegment::create(bellName(commHash, rank, getpid()), sizeof(RankBellBlock));
+  bell_ = &(new (impl_->segment.data()) RankBellBlock)->bell;
   impl_->segment.markReady();
 }
 
@@ -30,11 +30,17 @@ RankBell::~RankBell() {
 
 void RankBell::unlink() { impl_->segment.unlink(); }
 
+void RankBell::markFailed(int causeRank) {
+  uint32_t healthy = 0;
+  failureWordOf(bell_)->compare_exchange_strong(healthy, failureWord(causeRank),
+                                                std::memory_order_acq_rel);
+}
+
 std::shared_ptr<Doorbell> openPeerBell(uint64_t commHash, int rank, int pid,
                                        std::chrono::milliseconds timeout) {
   // Every peer maps the segment itself, so the bell stays valid whatever order ranks leave in.
   std::string key = bellName(commHash, rank, pid);
-  auto seg = std::make_shared<ShmSegment>(ShmSegment::open(key, sizeof(Doorbell), timeout));
+  auto seg = std::make_shared<ShmSegment>(ShmSegment::open(key, sizeof(RankBellBlock), timeout));
   return std::shared_ptr<Doorbell>(seg, static_cast<Doorbell*>(seg->data()));
 }
 

@@ -28,6 +28,9 @@ constexpr uint64_t kWakeId = 0;
 constexpr size_t kMaxHandshakes = 512;
 constexpr size_t kMaxParked = 4096;  // authenticated sockets waiting for connect()
 constexpr uint64_t kHandshakeNs = 10ull * 1000 * 1000 * 1000;
+// How long Worker::remove waits for a handler's turn to end. A turn is non-blocking socket work
+// and a few short locks; one that outlasts this is stuck, and the caller goes on regardless.
+constexpr auto kRemoveWait = std::chrono::seconds(10);
 
 bool tokensEqual(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;
@@ -223,6 +226,7 @@ Worker::Worker(int index) : index_(index) {
   if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev) != 0)
     fail(Status::kSystemError, sysError("tcp: epoll_ctl", errno));
   thread_ = std::thread([this] { loop(); });
+  threadId_ = thread_.get_id();
   thread_.detach();  // the engine lives as long as the process
 }
 
@@ -249,13 +253,41 @@ uint64_t Worker::add(int fd, std::shared_ptr<Handler> h, bool ticks) {
 void Worker::remove(uint64_t id, int fd) {
   if (fd >= 0) (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
   std::shared_ptr<Handler> dead;  // destroyed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = handlers_.find(id);
   if (it != handlers_.end()) {
     dead = std::move(it->second);
     handlers_.erase(it);
   }
   ticking_.erase(std::remove(ticking_.begin(), ticking_.end(), id), ticking_.end());
+  // The worker may be inside this handler right now (it took a reference before the erase):
+  // wait for that turn to end, unless this is the handler itself removing its own id.
+  if (std::this_thread::get_id() == threadId_) return;
+  if (!idle_.wait_for(lock, kRemoveWait, [&] { return running_ != id; }))
+    WEFT_WARN(NET, "tcp: worker %d: a handler's turn outlasted its removal", index_);
+}
+
+template <class Fn>
+void Worker::runHandler(uint64_t id, Fn&& fn) {
+  std::shared_ptr<Handler> h;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = handlers_.find(id);
+    if (it == handlers_.end()) return;
+    h = it->second;
+    running_ = id;
+  }
+  struct EndTurn {
+    Worker* w;
+    ~EndTurn() {
+      {
+        std::lock_guard<std::mutex> lock(w->mu_);
+        w->running_ = 0;
+      }
+      w->idle_.notify_all();
+    }
+  } endTurn{this};
+  fn(*h);
 }
 
 void Worker::kick(uint64_t id) {
@@ -296,40 +328,24 @@ void Worker::loop() {
         wakePending_.store(false);
         continue;
       }
-      std::shared_ptr<Handler> h;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = handlers_.find(id);
-        if (it != handlers_.end()) h = it->second;
-      }
-      if (h) h->onEvent(events[i].events);
+      const uint32_t ev = events[i].events;
+      runHandler(id, [ev](Handler& h) { h.onEvent(ev); });
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       kicks.swap(kicks_);
     }
-    for (uint64_t k : kicks) {
-      std::shared_ptr<Handler> h;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = handlers_.find(k);
-        if (it != handlers_.end()) h = it->second;
-      }
-      if (h) h->onKick();
-    }
+    for (uint64_t k : kicks) runHandler(k, [](Handler& h) { h.onKick(); });
     kicks.clear();
     uint64_t now = nowNs();
     if (now - lastTick > 100000000ull) {
       lastTick = now;
-      std::vector<std::shared_ptr<Handler>> tick;
+      std::vector<uint64_t> tick;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        for (uint64_t id : ticking_) {
-          auto it = handlers_.find(id);
-          if (it != handlers_.end()) tick.push_back(it->second);
-        }
+        tick = ticking_;
       }
-      for (auto& h : tick) h->onTick(now);
+      for (uint64_t id : tick) runHandler(id, [now](Handler& h) { h.onTick(now); });
     }
   }
 }

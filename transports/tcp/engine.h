@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,6 +50,9 @@ class Worker {
   // Watches `fd` (edge-triggered in, out, hang-up) for `h`; returns the handler's id.
   uint64_t add(int fd, std::shared_ptr<Handler> h, bool ticks = false);
   // Stops watching; events already collected for the id are dropped. The descriptor stays open.
+  // Called from another thread, it also waits (up to kRemoveWait) until the handler's turn in
+  // progress, if any, is over: once it returns the handler never runs again, so the caller may
+  // free what the handler touches (a link's rank doorbell).
   void remove(uint64_t id, int fd);
   // Gives handler `id` a turn on the worker thread soon (from any thread).
   void kick(uint64_t id);
@@ -59,6 +63,9 @@ class Worker {
 
  private:
   void loop();
+  // Runs `fn` on the handler `id` (worker thread only), marking it busy for remove().
+  template <class Fn>
+  void runHandler(uint64_t id, Fn&& fn);
 
   int index_;
   int epoll_ = -1;
@@ -69,7 +76,10 @@ class Worker {
   std::vector<uint64_t> ticking_;
   std::vector<uint64_t> kicks_;
   std::atomic<bool> wakePending_{false};
+  uint64_t running_ = 0;          // the handler whose turn is in progress (0: none), under mu_
+  std::condition_variable idle_;  // notified when a turn ends
   std::thread thread_;
+  std::thread::id threadId_;
 };
 
 // One rank of one communicator, as seen by peers that connect to it.

@@ -14,6 +14,7 @@
 
 #include "src/common/clock.h"
 #include "src/common/log.h"
+#include "transports/shm/segment_names.h"
 
 namespace weft::tcp {
 namespace {
@@ -135,6 +136,12 @@ void Link::attach(const Hello& hello, int fd) {
           std::to_string(hello.slotBytes) + " B, this side " + std::to_string(p_.slots) + " x " +
           std::to_string(p_.slotBytes) + " B";
   Sock* s = hello.socketIndex < socks_.size() ? socks_[hello.socketIndex].get() : nullptr;
+  std::lock_guard<std::mutex> detach(detachMu_);
+  if (detached_) {  // closed meanwhile: nobody reads this link any more
+    Engine::get().untrack(fd);
+    ::close(fd);
+    return;
+  }
   if (bad.empty() && (!s || s->fd >= 0))
     bad = "opened socket " + std::to_string(hello.socketIndex) + " twice";
   if (!bad.empty()) {
@@ -248,6 +255,10 @@ Status Link::health(std::string* why) {
     *why = "tcp: " + peerName() + " closed the connection (the peer exited or gave up)";
     return Status::kRemoteError;
   }
+  if (p_.peerPid > 0 && p_.peerPid != ::getpid() && transport::processGone(p_.peerPid)) {
+    *why = "tcp: " + peerName() + " (pid " + std::to_string(p_.peerPid) + ") exited";
+    return Status::kRemoteError;
+  }
   return Status::kSuccess;
 }
 
@@ -255,12 +266,24 @@ void Link::poison() {
   poisoned_.store(true);
   for (auto& s : socks_) {
     std::lock_guard<std::mutex> lock(s->sendMu);
-    if (s->fd >= 0) ::shutdown(s->fd, SHUT_RDWR);  // the peer reads EOF and gives up
+    // The peer reads EOF and gives up. A socket still connecting or sending its hello is shut
+    // once the hello is out (writeSome): before that the peer's engine would drop it unread,
+    // and the peer would wait on a link that never reaches it.
+    if (s->fd >= 0 && s->state.load() == static_cast<int>(SockState::kReady) && s->helloLeft == 0)
+      ::shutdown(s->fd, SHUT_RDWR);
   }
   ring();
 }
 
-bool Link::poisoned() const { return poisoned_.load() || failed_.load() || peerClosed_.load(); }
+bool Link::poisoned() const {
+  return poisoned_.load() || failed_.load() || peerClosed_.load() ||
+         (p_.peerFailure && p_.peerFailure->load(std::memory_order_acquire) != 0);
+}
+
+int Link::poisonCause() const {
+  const uint32_t word = p_.peerFailure ? p_.peerFailure->load(std::memory_order_acquire) : 0;
+  return word != 0 ? static_cast<int>(word) - 1 : -1;
+}
 
 bool Link::peerEnded() const { return peerClosed_.load(); }
 
@@ -275,6 +298,11 @@ void Link::close(std::chrono::milliseconds timeout) {
     nanosleep(&ts, nullptr);
     napNs = std::min<uint64_t>(napNs * 2, 1000000);
   }
+  {
+    std::lock_guard<std::mutex> lock(detachMu_);
+    detached_ = true;
+  }
+  // remove() also waits for a worker's turn on the socket in progress (Worker::remove).
   for (auto& s : socks_)
     if (s->id) s->worker->remove(s->id, s->fd);
 }
@@ -333,6 +361,10 @@ bool Link::writeSome(Sock& s) {
       return false;
     }
     s.helloLeft -= static_cast<size_t>(n);
+    if (s.helloLeft == 0 && poisoned_.load()) {
+      ::shutdown(s.fd, SHUT_RDWR);  // poisoned while the hello was on its way (poison())
+      return true;
+    }
   }
   while (!s.queue.empty()) {
     iovec iov[kMaxIov];

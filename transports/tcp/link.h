@@ -35,7 +35,12 @@ struct LinkParams {
   uint64_t slotBytes = 0;
   uint32_t sockets = 1;
   uint64_t minPart = 65536;
-  Doorbell* bell = nullptr;              // the local rank's doorbell
+  Doorbell* bell = nullptr;  // the local rank's doorbell
+  // The peer's failure word (transports/shm/rank_bell.h) where it runs on this host, else null.
+  const std::atomic<uint32_t>* peerFailure = nullptr;
+  // The peer's process where it runs on this host, else 0: a peer killed before its sockets
+  // reached this side leaves nothing to read EOF from, so health() asks whether it still runs.
+  int peerPid = 0;
   bool active = false;                   // this side opens the sockets (the lower rank)
   bootstrap::SocketAddress peerAddress;  // where the peer listens (active side)
   uint8_t peerToken[kTokenBytes] = {};   // what the peer's endpoint expects (active side)
@@ -68,11 +73,15 @@ class Link : public SocketSink, public std::enable_shared_from_this<Link> {
   Status health(std::string* why);
   void poison();
   bool poisoned() const;
+  // The rank the peer named as the cause of its failure (ranks on this host only), else -1.
+  int poisonCause() const;
   bool peerEnded() const;
   uint64_t slotBytes() const { return p_.slotBytes; }
 
   // Waits until every posted slot is in the kernel (or the link failed, or the deadline);
-  // then stops watching the sockets. The descriptors close when the last owner lets go.
+  // then stops watching the sockets, and returns once no worker drives the link any more: from
+  // then on it never touches the rank's doorbell, which may be unmapped. The descriptors close
+  // when the last owner lets go.
   void close(std::chrono::milliseconds timeout);
 
   // Worker side.
@@ -164,6 +173,10 @@ class Link : public SocketSink, public std::enable_shared_from_this<Link> {
   std::atomic<bool> peerClosed_{false};  // every socket ended cleanly: nothing more will arrive
   std::atomic<uint32_t> eofCount_{0};
   std::atomic<bool> closing_{false};
+  // Set by close() before it stops watching the sockets: a socket handed over later (attach)
+  // is closed instead of watched, so no worker drives the link once close() returned.
+  std::mutex detachMu_;
+  bool detached_ = false;
   mutable std::mutex whyMu_;
   std::string why_;
   uint64_t serial_ = 0;
@@ -188,6 +201,7 @@ class TcpConnection : public transport::Connection, public transport::ReferenceS
   Status health(std::string* why) override { return link_->health(why); }
   void poison() override { link_->poison(); }
   bool poisoned() const override { return link_->poisoned(); }
+  int poisonCause() const override { return link_->poisonCause(); }
   bool peerEnded() const override { return link_->peerEnded(); }
   const char* transportName() const override { return "tcp"; }
   transport::ReferenceSends* referenceSends() override { return this; }

@@ -67,6 +67,9 @@ class TcpTransport : public Transport {
     p.sockets = p.active ? mine.sockets : theirs.sockets;
     p.minPart = tuning.tcpMinPart;
     p.bell = ctx.selfBell;
+    if (other.hostHash == me.hostHash) p.peerPid = other.pid;
+    if (ctx.failures && static_cast<size_t>(peer) < ctx.failures->size())
+      p.peerFailure = (*ctx.failures)[peer];
     p.lowat = tuning.tcpLowat;
     p.executorReads = tuning.tcpPoll;
     p.peerAddress =
