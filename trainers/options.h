@@ -13,7 +13,7 @@ struct TrainOptions {
   int64_t steps = 20;          // total optimizer steps (a resumed run continues up to it)
   uint64_t seed = 1;           // initialisation and batches
   std::string dtype = "f32";   // f32 | f64
-  std::string csv;  // per-step log: step,loss,val_loss,tokens_per_s,comm_s,compute_s
+  std::string csv;             // per-step log: step,loss,val_loss,tokens_per_s,comm_s,compute_s
   std::string checkpoint_dir;  // written at the end of the run (and every checkpoint_every steps)
   int checkpoint_every = 0;    // 0: at the end only
   std::string resume_dir;      // read at the start
