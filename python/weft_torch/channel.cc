@@ -103,6 +103,31 @@ void Channel::track(const c10::intrusive_ptr<WeftWork>& work) {
   cv_.notify_one();
 }
 
+void Channel::beginGroup() {
+  std::lock_guard<std::mutex> issue(issueMu_);
+  TORCH_CHECK(!grouping_, "weft: coalescing already started on this process group");
+  throwIfBroken();
+  const ncclResult_t result = ncclGroupStart();
+  if (result != ncclSuccess) throw std::runtime_error(describe(result, "ncclGroupStart"));
+  grouping_ = true;
+}
+
+void Channel::endGroup() {
+  std::lock_guard<std::mutex> issue(issueMu_);
+  TORCH_CHECK(grouping_, "weft: coalescing was not started on this process group");
+  grouping_ = false;
+  std::vector<c10::intrusive_ptr<WeftWork>> works;
+  works.swap(grouped_);
+  const ncclResult_t result = ncclGroupEnd();
+  if (result != ncclSuccess) {
+    const std::string why = describe(result, "ncclGroupEnd (coalesced operations)");
+    auto error = std::make_exception_ptr(std::runtime_error(why));
+    for (auto& work : works) work->complete(error);
+    throw std::runtime_error(why);
+  }
+  for (auto& work : works) track(work);
+}
+
 void Channel::timedOut(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mu_);

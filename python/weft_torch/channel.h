@@ -76,8 +76,17 @@ class Channel {
     throwIfBroken();
     const ncclResult_t result = enqueue(comm_, stream_);
     if (result != ncclSuccess) throw std::runtime_error(describe(result, what));
-    track(work);
+    if (grouping_)
+      grouped_.push_back(work);
+    else
+      track(work);
   }
+
+  // Coalescing (torch's batch_isend_irecv): the calling thread's launches until endGroup() form
+  // one NCCL group, queued on the stream as one operation, so that sends and receives between
+  // the same ranks cannot wait on each other. Their works are tracked once the group is queued.
+  void beginGroup();
+  void endGroup();
 
   // A wait ran out of time: marks the channel failed with `why` and revokes the communicator,
   // so the operation in flight returns at once and later ones are refused.
@@ -92,6 +101,9 @@ class Channel {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::mutex issueMu_;
+  // Set between beginGroup() and endGroup() (torch coalesces from one thread at a time).
+  bool grouping_ = false;
+  std::vector<c10::intrusive_ptr<WeftWork>> grouped_;
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

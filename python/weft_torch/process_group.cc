@@ -168,6 +168,12 @@ c10::intrusive_ptr<WeftWork> ProcessGroupWeft::makeWork(c10d::OpType type,
   return c10::make_intrusive<WeftWork>(rank_, type, channel_, std::move(outputs), limit);
 }
 
+void ProcessGroupWeft::startCoalescing() { channel_->beginGroup(); }
+
+void ProcessGroupWeft::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
+  channel_->endGroup();
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(tensors, "broadcast");
