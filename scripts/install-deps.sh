@@ -9,6 +9,9 @@ pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml
 # trainers/: OpenBLAS GEMMs, zlib, the KJV text and Fashion-MNIST read at run time, and PyTorch
 # for the reference check (tests/trainers; skipped when absent).
 pkgs+=(libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist python3-torch)
+# python/weft_torch: the torch.distributed backend "weft" builds against libtorch's headers and
+# pybind11 (tests/torch runs it with pytest; skipped when absent).
+pkgs+=(libtorch-dev pybind11-dev python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

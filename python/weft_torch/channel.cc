@@ -10,8 +10,9 @@ WeftWork::WeftWork(int rank, c10d::OpType type, std::weak_ptr<Channel> channel,
       channel_(std::move(channel)),
       outputs_(std::move(outputs)),
       timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 bool WeftWork::wait(std::chrono::milliseconds timeout) {
   const auto limit = timeout == kNoTimeout ? timeout_ : timeout;

@@ -2,7 +2,6 @@
 // completes the torch Work objects of those operations as the stream finishes them.
 #pragma once
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "weft/weft.h"

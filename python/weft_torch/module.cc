@@ -13,12 +13,12 @@ PYBIND11_MODULE(_C, m) {
   py::class_<weft_torch::ProcessGroupWeft, c10d::ProcessGroup,
              c10::intrusive_ptr<weft_torch::ProcessGroupWeft>>(m, "ProcessGroupWeft")
       .def(py::init(&weft_torch::ProcessGroupWeft::create), py::arg("store"), py::arg("rank"),
-           py::arg("world_size"), py::arg("timeout"),
-           py::call_guard<py::gil_scoped_release>());
+           py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
   m.def("create_process_group", &weft_torch::ProcessGroupWeft::create, py::arg("store"),
         py::arg("rank"), py::arg("world_size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "The creator torch.distributed calls for backend \"weft\": (store, rank, world_size, "
         "timeout) -> ProcessGroup");
-  m.def("version", [] { return std::string(weftVersionString()); }, "Weft's version string");
+  m.def(
+      "version", [] { return std::string(weftVersionString()); }, "Weft's version string");
 }

@@ -33,8 +33,8 @@ void checkList(const std::vector<at::Tensor>& list, size_t count, const at::Tens
               " tensors (one per rank), got ", list.size());
   for (const auto& t : list) {
     checkTensor(t, what);
-    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "weft: ",
-                what, ": every tensor of the list must have ", like.numel(), " elements of type ",
+    TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "weft: ", what,
+                ": every tensor of the list must have ", like.numel(), " elements of type ",
                 like.scalar_type(), ", got ", t.numel(), " of ", t.scalar_type());
   }
 }
@@ -63,7 +63,7 @@ void split(const at::Tensor& flat, std::vector<at::Tensor>& list) {
 }
 
 const char* opName(c10d::ReduceOp::RedOpType op) {
-  static const char* const kNames[] = {"SUM", "AVG",  "PRODUCT", "MIN",        "MAX",
+  static const char* const kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
                                        "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
   return op <= c10d::ReduceOp::UNUSED ? kNames[op] : "unknown";
 }
@@ -79,27 +79,54 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& reduceOp, const c
   const auto red = reduceOp.op_;
   Reduction r{ncclFloat32, ncclSum, static_cast<size_t>(t.numel())};
   switch (red) {
-    case c10d::ReduceOp::SUM: r.op = ncclSum; break;
-    case c10d::ReduceOp::AVG: r.op = ncclAvg; break;
-    case c10d::ReduceOp::PRODUCT: r.op = ncclProd; break;
-    case c10d::ReduceOp::MIN: r.op = ncclMin; break;
-    case c10d::ReduceOp::MAX: r.op = ncclMax; break;
+    case c10d::ReduceOp::SUM:
+      r.op = ncclSum;
+      break;
+    case c10d::ReduceOp::AVG:
+      r.op = ncclAvg;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      r.op = ncclProd;
+      break;
+    case c10d::ReduceOp::MIN:
+      r.op = ncclMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      r.op = ncclMax;
+      break;
     default:
       TORCH_CHECK(false, "weft: ", what, ": ReduceOp.", opName(red),
                   " is not supported (SUM, AVG, PRODUCT, MIN and MAX are)");
   }
   switch (t.scalar_type()) {
-    case at::kChar: r.type = ncclInt8; break;
-    case at::kByte: r.type = ncclUint8; break;
-    case at::kInt: r.type = ncclInt32; break;
-    case at::kLong: r.type = ncclInt64; break;
-    case at::kHalf: r.type = ncclFloat16; break;
-    case at::kBFloat16: r.type = ncclBfloat16; break;
-    case at::kFloat: r.type = ncclFloat32; break;
-    case at::kDouble: r.type = ncclFloat64; break;
+    case at::kChar:
+      r.type = ncclInt8;
+      break;
+    case at::kByte:
+      r.type = ncclUint8;
+      break;
+    case at::kInt:
+      r.type = ncclInt32;
+      break;
+    case at::kLong:
+      r.type = ncclInt64;
+      break;
+    case at::kHalf:
+      r.type = ncclFloat16;
+      break;
+    case at::kBFloat16:
+      r.type = ncclBfloat16;
+      break;
+    case at::kFloat:
+      r.type = ncclFloat32;
+      break;
+    case at::kDouble:
+      r.type = ncclFloat64;
+      break;
     case at::kBool:
       // As ProcessGroupNCCL: a bool is a byte, SUM is a logical or and PRODUCT a logical and.
-      TORCH_CHECK(red != c10d::ReduceOp::AVG, "weft: ", what, ": ReduceOp.AVG has no meaning for bool");
+      TORCH_CHECK(red != c10d::ReduceOp::AVG, "weft: ", what,
+                  ": ReduceOp.AVG has no meaning for bool");
       r.type = ncclUint8;
       if (red == c10d::ReduceOp::SUM) r.op = ncclMax;
       if (red == c10d::ReduceOp::PRODUCT) r.op = ncclMin;
@@ -122,14 +149,14 @@ Reduction reduction(const at::Tensor& t, const c10d::ReduceOp& reduceOp, const c
 
 }  // namespace
 
-ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                   int size, std::chrono::milliseconds timeout)
+ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                   std::chrono::milliseconds timeout)
     : ProcessGroup(rank, size), timeout_(timeout) {
   ncclUniqueId id;
   if (rank == 0) {
     const ncclResult_t result = ncclGetUniqueId(&id);
-    TORCH_CHECK(result == ncclSuccess, "weft: ncclGetUniqueId failed: ",
-                ncclGetErrorString(result), ": ", ncclGetLastError(nullptr));
+    TORCH_CHECK(result == ncclSuccess, "weft: ncclGetUniqueId failed: ", ncclGetErrorString(result),
+                ": ", ncclGetLastError(nullptr));
     const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
     store->set(kUniqueIdKey, std::vector<uint8_t>(bytes, bytes + sizeof id));
   } else {
@@ -242,11 +269,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   checkTensor(input, "_allgather_base");
   checkTensor(output, "_allgather_base");
-  TORCH_CHECK(output.numel() == size_ * input.numel() &&
-                  output.scalar_type() == input.scalar_type(),
-              "weft: _allgather_base: the output must hold world_size (", size_, ") x ",
-              input.numel(), " elements of ", input.scalar_type(), ", got ", output.numel(),
-              " of ", output.scalar_type());
+  TORCH_CHECK(
+      output.numel() == size_ * input.numel() && output.scalar_type() == input.scalar_type(),
+      "weft: _allgather_base: the output must hold world_size (", size_, ") x ", input.numel(),
+      " elements of ", input.scalar_type(), ", got ", output.numel(), " of ", output.scalar_type());
   at::Tensor src = dense(input);
   at::Tensor dst = dense(output);
   auto work = makeWork(c10d::OpType::_ALLGATHER_BASE, {output}, opts.timeout);
@@ -337,11 +363,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   checkTensor(input, "_reduce_scatter_base");
   checkTensor(output, "_reduce_scatter_base");
-  TORCH_CHECK(input.numel() == size_ * output.numel() &&
-                  output.scalar_type() == input.scalar_type(),
-              "weft: _reduce_scatter_base: the input must hold world_size (", size_, ") x ",
-              output.numel(), " elements of ", output.scalar_type(), ", got ", input.numel(),
-              " of ", input.scalar_type());
+  TORCH_CHECK(
+      input.numel() == size_ * output.numel() && output.scalar_type() == input.scalar_type(),
+      "weft: _reduce_scatter_base: the input must hold world_size (", size_, ") x ", output.numel(),
+      " elements of ", output.scalar_type(), ", got ", input.numel(), " of ", input.scalar_type());
   const Reduction r = reduction(output, opts.reduceOp, "_reduce_scatter_base");
   at::Tensor src = dense(input);
   at::Tensor dst = dense(output);
@@ -367,12 +392,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::exchange(c10::intrusive_ptr<Wef
     for (int peer = 0; peer < size_; ++peer) {
       ncclResult_t result = ncclSuccess;
       if (bytesOf(sends[peer]) > 0)
-        result = ncclSend(sends[peer].data_ptr(), bytesOf(sends[peer]), ncclUint8, peer, comm,
-                          stream);
+        result =
+            ncclSend(sends[peer].data_ptr(), bytesOf(sends[peer]), ncclUint8, peer, comm, stream);
       if (first == ncclSuccess) first = result;
       if (bytesOf(recvs[peer]) > 0)
-        result = ncclRecv(recvs[peer].data_ptr(), bytesOf(recvs[peer]), ncclUint8, peer, comm,
-                          stream);
+        result =
+            ncclRecv(recvs[peer].data_ptr(), bytesOf(recvs[peer]), ncclUint8, peer, comm, stream);
       if (first == ncclSuccess) first = result;
     }
     const ncclResult_t end = ncclGroupEnd();
@@ -381,9 +406,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::exchange(c10::intrusive_ptr<Wef
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall_base(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall_base(at::Tensor& output,
+                                                               at::Tensor& input,
+                                                               std::vector<int64_t>& outputSplits,
+                                                               std::vector<int64_t>& inputSplits,
+                                                               const c10d::AllToAllOptions& opts) {
   checkTensor(input, "alltoall_base");
   checkTensor(output, "alltoall_base");
   TORCH_CHECK(input.scalar_type() == output.scalar_type(), "weft: alltoall_base: input is ",
@@ -423,8 +450,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall_base(
       slices.push_back(t.narrow(0, offset, n));
       offset += n;
     }
-    TORCH_CHECK(offset == t.size(0), "weft: alltoall_base: ", side, "_split_sizes sum to ",
-                offset, ", the tensor has ", t.size(0), " rows");
+    TORCH_CHECK(offset == t.size(0), "weft: alltoall_base: ", side, "_split_sizes sum to ", offset,
+                ", the tensor has ", t.size(0), " rows");
     return slices;
   };
   return exchange(work, "alltoall_base", parts(src, inputSplits, "input"),
@@ -434,10 +461,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
-  TORCH_CHECK(inputs.size() == static_cast<size_t>(size_) &&
-                  outputs.size() == static_cast<size_t>(size_),
-              "weft: alltoall takes one input and one output tensor per rank (", size_,
-              "), got ", inputs.size(), " and ", outputs.size());
+  TORCH_CHECK(
+      inputs.size() == static_cast<size_t>(size_) && outputs.size() == static_cast<size_t>(size_),
+      "weft: alltoall takes one input and one output tensor per rank (", size_, "), got ",
+      inputs.size(), " and ", outputs.size());
   std::vector<at::Tensor> sends, recvs;
   for (int peer = 0; peer < size_; ++peer) {
     checkTensor(inputs[peer], "alltoall");
@@ -455,8 +482,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor
   return exchange(work, "alltoall", std::move(sends), std::move(recvs));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor>& tensors,
-                                                      int dstRank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                      int tag) {
   const at::Tensor& t = single(tensors, "send");
   TORCH_CHECK(dstRank >= 0 && dstRank < size_, "weft: send: ", dstRank, " is not a rank");
   at::Tensor src = dense(t);
@@ -468,8 +495,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor>& t
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor>& tensors,
-                                                      int srcRank, int tag) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                      int tag) {
   const at::Tensor& t = single(tensors, "recv");
   TORCH_CHECK(srcRank >= 0 && srcRank < size_, "weft: recv: ", srcRank, " is not a rank");
   at::Tensor dst = dense(t);

@@ -2,12 +2,11 @@
 // backend. CPU tensors only; every operation is queued on the group's Weft host stream and
 // returns a WeftWork at once.
 #pragma once
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "python/weft_torch/channel.h"
