@@ -53,15 +53,6 @@ at::Tensor concatenated(const std::vector<at::Tensor>& list) {
   return at::cat(flat);
 }
 
-// Copies consecutive slices of `flat` into the tensors of `list` (their own shapes).
-void split(const at::Tensor& flat, std::vector<at::Tensor>& list) {
-  int64_t offset = 0;
-  for (auto& t : list) {
-    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-    offset += t.numel();
-  }
-}
-
 const char* opName(c10d::ReduceOp::RedOpType op) {
   static const char* const kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
                                        "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
@@ -255,14 +246,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather(
               outputs.size());
   checkList(outputs[0], size_, in, "allgather");
   at::Tensor src = dense(in);
-  at::Tensor flat = at::empty({size_ * in.numel()}, in.options());
+  // Every rank sends its input to every rank, each part straight into its output tensor: no
+  // staging buffer to allocate and copy out of, which costs more than the exchange itself.
+  std::vector<at::Tensor> recvs;
+  for (const auto& out : outputs[0]) recvs.push_back(dense(out));
   auto work = makeWork(c10d::OpType::ALLGATHER, outputs[0], opts.timeout);
-  work->setFinisher([flat, list = outputs[0]]() mutable { split(flat, list); });
-  work->keepAlive({src, flat});
-  channel_->launch(work, "allgather", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclAllGather(src.data_ptr(), flat.data_ptr(), bytesOf(src), ncclUint8, comm, stream);
+  work->setFinisher([outs = outputs[0], recvs]() mutable {
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (!recvs[i].is_same(outs[i])) outs[i].copy_(recvs[i]);
   });
-  return work;
+  return exchange(work, "allgather", std::vector<at::Tensor>(size_, src), std::move(recvs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(
@@ -290,27 +283,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(
   const at::Tensor& in = single(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
   TORCH_CHECK(root >= 0 && root < size_, "weft: gather: root ", root, " is not a rank");
-  at::Tensor src = dense(in);
-  at::Tensor flat;
-  std::vector<at::Tensor> results;
+  // Each rank sends its input to the root, which receives every part straight into its list.
+  std::vector<at::Tensor> sends(size_), recvs(size_), results;
+  sends[root] = dense(in);
   if (rank_ == root) {
     TORCH_CHECK(outputs.size() == 1, "weft: gather: the root takes one output list, got ",
                 outputs.size());
     checkList(outputs[0], size_, in, "gather");
-    flat = at::empty({size_ * in.numel()}, in.options());
     results = outputs[0];
+    for (int peer = 0; peer < size_; ++peer) recvs[peer] = dense(results[peer]);
   } else {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "weft: gather: only the root passes output tensors");
   }
   auto work = makeWork(c10d::OpType::GATHER, results, opts.timeout);
-  if (flat.defined()) work->setFinisher([flat, results]() mutable { split(flat, results); });
-  work->keepAlive({src, flat});
-  channel_->launch(work, "gather", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclGather(src.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, bytesOf(src),
-                      ncclUint8, root, comm, stream);
+  work->setFinisher([results, recvs]() mutable {
+    for (size_t i = 0; i < results.size(); ++i)
+      if (!recvs[i].is_same(results[i])) results[i].copy_(recvs[i]);
   });
-  return work;
+  return exchange(work, "gather", std::move(sends), std::move(recvs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(
@@ -319,25 +310,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(
   const at::Tensor& out = single(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   TORCH_CHECK(root >= 0 && root < size_, "weft: scatter: root ", root, " is not a rank");
-  at::Tensor flat;
+  // The root sends every rank its part straight from its list; each rank receives its own.
+  std::vector<at::Tensor> sends(size_), recvs(size_);
   if (rank_ == root) {
     TORCH_CHECK(inputs.size() == 1, "weft: scatter: the root takes one input list, got ",
                 inputs.size());
     checkList(inputs[0], size_, out, "scatter");
-    flat = concatenated(inputs[0]);
+    for (int peer = 0; peer < size_; ++peer) sends[peer] = dense(inputs[0][peer]);
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "weft: scatter: only the root passes input tensors");
   }
   at::Tensor dst = dense(out);
+  recvs[root] = dst;
   auto work = makeWork(c10d::OpType::SCATTER, outputs, opts.timeout);
   if (!dst.is_same(out)) work->setFinisher([out, dst]() mutable { out.copy_(dst); });
-  work->keepAlive({flat, dst});
-  channel_->launch(work, "scatter", [&](ncclComm_t comm, cudaStream_t stream) {
-    return ncclScatter(flat.defined() ? flat.data_ptr() : nullptr, dst.data_ptr(), bytesOf(dst),
-                       ncclUint8, root, comm, stream);
-  });
-  return work;
+  return exchange(work, "scatter", std::move(sends), std::move(recvs));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(
@@ -391,11 +379,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::exchange(c10::intrusive_ptr<Wef
     if (first != ncclSuccess) return first;
     for (int peer = 0; peer < size_; ++peer) {
       ncclResult_t result = ncclSuccess;
-      if (bytesOf(sends[peer]) > 0)
+      if (sends[peer].defined() && bytesOf(sends[peer]) > 0)
         result =
             ncclSend(sends[peer].data_ptr(), bytesOf(sends[peer]), ncclUint8, peer, comm, stream);
       if (first == ncclSuccess) first = result;
-      if (bytesOf(recvs[peer]) > 0)
+      if (recvs[peer].defined() && bytesOf(recvs[peer]) > 0)
         result =
             ncclRecv(recvs[peer].data_ptr(), bytesOf(recvs[peer]), ncclUint8, peer, comm, stream);
       if (first == ncclSuccess) first = result;

@@ -71,8 +71,8 @@ class ProcessGroupWeft : public c10d::ProcessGroup {
   // (`requested`, or the group's when unset).
   c10::intrusive_ptr<WeftWork> makeWork(c10d::OpType type, std::vector<at::Tensor> outputs,
                                         std::chrono::milliseconds requested);
-  // Grouped sends and receives: this rank sends `sends[p]` to and receives `recvs[p]` from
-  // every other rank p (byte counts; zero-length pairs are skipped) and copies its own part.
+  // One NCCL group of sends and receives: this rank sends `sends[p]` to and receives `recvs[p]`
+  // from every rank p, itself included (undefined or empty tensors are skipped).
   c10::intrusive_ptr<c10d::Work> exchange(c10::intrusive_ptr<WeftWork> work, const char* what,
                                           std::vector<at::Tensor> sends,
                                           std::vector<at::Tensor> recvs);
