@@ -34,14 +34,15 @@ def free_port():
         return s.getsockname()[1]
 
 
-def launch(scenario, world, timeout=120):
-    """Runs `world` ranks of worker.py SCENARIO; returns [(exit code, output)] by rank."""
+def launch(scenario, world, init="env", timeout=120, store_file=None):
+    """Runs `world` ranks of worker.py SCENARIO INIT; returns [(exit code, output)] by rank."""
     port = free_port()
     procs = []
     for rank in range(world):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, WORKER, scenario], env=env,
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1",
+                   WEFT_TEST_STORE_FILE=str(store_file or ""))
+        procs.append(subprocess.Popen([sys.executable, WORKER, scenario, init], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     results = []
     try:
@@ -68,19 +69,19 @@ def test_collectives(world):
 
 
 def test_timeout_raises():
-    results = launch("timeout", 2)
+    results = launch("timeout", 2, init="tcp")
     assert all(rc == 0 for rc, _ in results), report(results)
     assert "timeouts raised as expected" in results[0][1], report(results)
 
 
 def test_killed_rank_raises_on_the_others():
-    results = launch("killed", 3)
+    results = launch("killed", 3, init="tcpstore")
     assert results[2][0] == -signal.SIGKILL, report(results)
     for rc, out in results[:2]:
         assert rc == 0 and "raised after" in out, report(results)
 
 
-def test_ddp_matches_gloo():
-    results = launch("ddp", 2)
+def test_ddp_matches_gloo(tmp_path):
+    results = launch("ddp", 2, init="filestore", store_file=tmp_path / "store")
     assert all(rc == 0 for rc, _ in results), report(results)
     assert all("ddp passed" in out for _, out in results), report(results)

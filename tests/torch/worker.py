@@ -1,6 +1,8 @@
-"""One rank of a weft_torch test: python3 worker.py SCENARIO.
+"""One rank of a weft_torch test: python3 worker.py SCENARIO [env|tcp|tcpstore|filestore].
 
-RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the environment (env:// rendezvous).
+RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the environment; the second argument
+picks how init_process_group meets the others (default env://; filestore reads the file's path
+from WEFT_TEST_STORE_FILE).
 Every expected value is computed here from the inputs of all ranks; a failed check raises, so
 the process exits non-zero with the rank and the check in its message. Scenarios:
 
@@ -399,10 +401,27 @@ def scenario_ddp():
         print(f"rank {RANK}: DDP {dtype} weft vs gloo relative difference {rel:.3g}", flush=True)
 
 
+def init(how):
+    """init_process_group("weft") by env://, tcp://, or a store made here (TCPStore, FileStore)."""
+    timeout = datetime.timedelta(seconds=60)
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    kwargs = {}
+    if how == "env":
+        kwargs["init_method"] = "env://"
+    elif how == "tcp":
+        kwargs["init_method"] = f"tcp://{addr}:{port}"
+    elif how == "tcpstore":
+        kwargs["store"] = dist.TCPStore(addr, port, WORLD, RANK == 0, timeout)
+    elif how == "filestore":
+        kwargs["store"] = dist.FileStore(os.environ["WEFT_TEST_STORE_FILE"], WORLD)
+    else:
+        fail(f"unknown init {how}")
+    dist.init_process_group("weft", rank=RANK, world_size=WORLD, timeout=timeout, **kwargs)
+
+
 def main():
     scenario = sys.argv[1]
-    dist.init_process_group("weft", init_method="env://", rank=RANK, world_size=WORLD,
-                            timeout=datetime.timedelta(seconds=60))
+    init(sys.argv[2] if len(sys.argv) > 2 else "env")
     assert dist.get_backend() == "weft"
     assert isinstance(dist.distributed_c10d._get_default_group(), weft_torch.ProcessGroupWeft)
     {"collectives": scenario_collectives, "timeout": scenario_timeout, "killed": scenario_killed,
