@@ -53,10 +53,12 @@ at::Tensor concatenated(const std::vector<at::Tensor>& list) {
   return at::cat(flat);
 }
 
+// c10d::ReduceOp's names, indexed by RedOpType.
+constexpr const char* kReduceOpNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
+                                          "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
+
 const char* opName(c10d::ReduceOp::RedOpType op) {
-  static const char* const kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
-                                       "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
-  return op <= c10d::ReduceOp::UNUSED ? kNames[op] : "unknown";
+  return op <= c10d::ReduceOp::UNUSED ? kReduceOpNames[op] : "unknown";
 }
 
 // How NCCL reduces a tensor: its element type, the operation, and the element count.
