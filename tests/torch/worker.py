@@ -111,7 +111,7 @@ def check_all_reduce(group, ranks):
 
 def check_reduce():
     root = WORLD - 1
-    for dtype in (torch.int32, torch.float32, torch.bfloat16):
+    for dtype in REDUCE_DTYPES:
         for name, op in OPS.items():
             t = as_dtype(rank_values(RANK, 37, name), dtype)
             dist.reduce(t, dst=root, op=op)
@@ -157,7 +157,7 @@ def check_broadcast_and_gathers():
 def check_reduce_scatter():
     n = 23
     for dtype in REDUCE_DTYPES:
-        for name in ("SUM", "MAX", "AVG"):
+        for name in OPS:
             mine = [as_dtype(rank_values(RANK, n, name, salt=j), dtype) for j in range(WORLD)]
             out = torch.empty(n, dtype=dtype)
             dist.reduce_scatter(out, mine, op=OPS[name])
