@@ -15,6 +15,9 @@ pkgs+=(libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist python3-torch)
 # kernel package itself is downloaded by tests/vm/prepare.sh, never installed).
 pkgs+=(libibverbs-dev ibverbs-providers ibverbs-utils rdma-core perftest
        qemu-system-x86 busybox-static kmod cpio)
+# python/weft_torch: the torch.distributed backend "weft" builds against libtorch's headers and
+# pybind11 (tests/torch runs it with pytest; skipped when absent).
+pkgs+=(libtorch-dev pybind11-dev python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
