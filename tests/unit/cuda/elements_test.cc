@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/common/reduce_elements.h"
