@@ -4,6 +4,7 @@
 #include "src/api/handle.h"
 #include "src/common/datatype.h"
 #include "src/core/group.h"
+#include "src/cuda/memory_kind.h"
 #include "src/exec/host_stream.h"
 
 using namespace weft;
@@ -56,9 +57,9 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
       bytes > (uint64_t(1) << 48))  // beyond any x86-64 / arm64 user address space
     fail(Status::kInvalidArgument,
          "count " + std::to_string(call.count) + " overflows the buffer size");
+  // Which buffers this rank reads / writes, so NULL is caught only where it matters.
+  bool readsSend = call.count > 0, writesRecv = call.count > 0;
   if (call.count > 0) {
-    // Which buffers this rank reads / writes, so NULL is caught only where it matters.
-    bool readsSend = true, writesRecv = true;
     switch (call.coll) {
       case Collective::kBroadcast:
         readsSend = me == call.root;
@@ -82,9 +83,19 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
     if (readsSend && !call.send) fail(Status::kInvalidArgument, "sendbuff is NULL");
     if (writesRecv && !call.recv) fail(Status::kInvalidArgument, "recvbuff is NULL");
   }
-  if (call.stream && !exec::HostStream::isLive(call.stream))
-    fail(Status::kInvalidArgument,
-         "stream is neither NULL nor a Weft host stream (this build runs host memory only)");
+  // Host or device memory, decided per call (src/cuda/memory_kind.h).
+  const cuda::CallBuffer buffers[] = {{"sendbuff", readsSend ? call.send : nullptr},
+                                      {"recvbuff", writesRecv ? call.recv : nullptr}};
+  cuda::Route route;
+  const bool hostStream = call.stream && exec::HostStream::isLive(call.stream);
+  if (Status st = cuda::chooseRoute(cuda::driver(), buffers, call.stream, hostStream, &route, why);
+      st != Status::kSuccess)
+    return st;
+  if (route.path == cuda::ExecPath::kDevice) {
+    *why = "device memory and CUDA streams are not supported yet by Weft (GPU " +
+           std::to_string(route.device) + "): pass host memory, with NULL or a Weft host stream";
+    return Status::kInvalidUsage;
+  }
   if (impl->asyncError() != Status::kSuccess) {
     *why = "communicator is in an error state: " + impl->lastError();
     return impl->asyncError();
@@ -259,7 +270,10 @@ WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum,
       fail(Status::kInvalidArgument, "invalid datatype " + std::to_string(datatype));
     if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
       fail(Status::kInvalidArgument, "invalid scalar residence");
-    // Host mode: a "device" scalar is host memory too; both are read now.
+    // Host mode: a "device" scalar in host memory is read now, as a host one is.
+    if (cuda::classifyPointer(cuda::driver().api.get(), scalar).kind == cuda::MemoryKind::kDevice)
+      fail(Status::kInvalidUsage,
+           "a PreMulSum scalar in device memory is not supported yet by Weft");
     *op = static_cast<ncclRedOp_t>(impl->createPreMulSum(scalar, static_cast<DataType>(datatype)));
     return Status::kSuccess;
   });

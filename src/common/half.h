@@ -1,5 +1,7 @@
 // Bit-exact conversions between fp32 and the narrow float formats (fp16, bf16, fp8 e4m3/e5m2),
-// all rounding to nearest even. Kept header-only so the scalar kernels inline them.
+// all rounding to nearest even. Kept header-only so the scalar kernels inline them, and written
+// as WEFT_HD code so the CUDA kernels compile this very source: host and device results agree
+// bit for bit.
 //
 // NaN conventions match the x86 F16C instructions, so scalar and SIMD kernels agree bit for bit:
 // widening sets the quiet bit, narrowing keeps the sign and the top payload bits and sets the
@@ -9,25 +11,35 @@
 #include <cstdint>
 #include <cstring>
 
+#include "src/common/host_device.h"
+
 namespace weft::fp {
 
-inline uint32_t floatBits(float f) {
+WEFT_HD_INLINE uint32_t floatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
 }
 
-inline float bitsFloat(uint32_t u) {
+WEFT_HD_INLINE float bitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
+#endif
 }
 
 // Rounds the magnitude `ax` (fp32 bits, sign cleared, finite) to nearest even in a format with
 // kMant mantissa bits and exponent bias kBias, and returns the format's code without the sign.
 // Codes past the largest finite value come back unclamped; callers decide inf vs saturation.
 template <int kMant, int kBias>
-inline uint32_t roundMagnitude(uint32_t ax) {
+WEFT_HD_INLINE uint32_t roundMagnitude(uint32_t ax) {
   constexpr int kMinNormalExp = 127 + 1 - kBias;  // fp32 biased exponent of the smallest normal
   constexpr int kDrop = 23 - kMant;
   int exp = static_cast<int>(ax >> 23);
@@ -50,7 +62,7 @@ inline uint32_t roundMagnitude(uint32_t ax) {
 
 // ---- fp16 (IEEE binary16) ----
 
-inline float halfToFloat(uint16_t h) {
+WEFT_HD_INLINE float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1F;
   uint32_t mant = h & 0x3FFu;
@@ -61,7 +73,7 @@ inline float halfToFloat(uint16_t h) {
   return sign ? -v : v;
 }
 
-inline uint16_t floatToHalf(float f) {
+WEFT_HD_INLINE uint16_t floatToHalf(float f) {
   uint32_t x = floatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t ax = x & 0x7FFFFFFFu;
@@ -73,9 +85,9 @@ inline uint16_t floatToHalf(float f) {
 
 // ---- bf16 (upper half of fp32) ----
 
-inline float bf16ToFloat(uint16_t h) { return bitsFloat(static_cast<uint32_t>(h) << 16); }
+WEFT_HD_INLINE float bf16ToFloat(uint16_t h) { return bitsFloat(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t floatToBf16(float f) {
+WEFT_HD_INLINE uint16_t floatToBf16(float f) {
   uint32_t x = floatBits(f);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
@@ -83,7 +95,7 @@ inline uint16_t floatToBf16(float f) {
 
 // ---- fp8 E4M3 (OCP E4M3FN: bias 7, no infinities, S.1111.111 is NaN, max finite 448) ----
 
-inline float fp8e4m3ToFloat(uint8_t v) {
+WEFT_HD_INLINE float fp8e4m3ToFloat(uint8_t v) {
   uint32_t sign = static_cast<uint32_t>(v & 0x80u) << 24;
   uint32_t exp = (v >> 3) & 0xF;
   uint32_t mant = v & 0x7u;
@@ -94,7 +106,7 @@ inline float fp8e4m3ToFloat(uint8_t v) {
 }
 
 // Saturating (satfinite): every finite or infinite value beyond 448 becomes +-448; NaN stays NaN.
-inline uint8_t floatToFp8e4m3(float f) {
+WEFT_HD_INLINE uint8_t floatToFp8e4m3(float f) {
   uint32_t x = floatBits(f);
   uint32_t sign = (x >> 24) & 0x80u;
   uint32_t ax = x & 0x7FFFFFFFu;
@@ -106,10 +118,12 @@ inline uint8_t floatToFp8e4m3(float f) {
 
 // ---- fp8 E5M2 (bias 15, IEEE-like: infinities and NaNs; it is the top byte of an fp16) ----
 
-inline float fp8e5m2ToFloat(uint8_t v) { return halfToFloat(static_cast<uint16_t>(v << 8)); }
+WEFT_HD_INLINE float fp8e5m2ToFloat(uint8_t v) {
+  return halfToFloat(static_cast<uint16_t>(v << 8));
+}
 
 // Finite values beyond 57344 saturate to +-57344; infinities stay infinite; NaN stays NaN.
-inline uint8_t floatToFp8e5m2(float f) {
+WEFT_HD_INLINE uint8_t floatToFp8e5m2(float f) {
   uint32_t x = floatBits(f);
   uint32_t sign = (x >> 24) & 0x80u;
   uint32_t ax = x & 0x7FFFFFFFu;

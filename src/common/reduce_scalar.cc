@@ -1,13 +1,14 @@
-// Portable scalar kernels: the element arithmetic every SIMD level falls back to for what its
-// vector code leaves (and that does all the work at the scalar level), and the element-wise
-// helpers with no vector code.
+// Portable scalar kernels: the loops every SIMD level falls back to for what its vector code
+// leaves (and that do all the work at the scalar level), and the element-wise helpers with no
+// vector code. The element arithmetic itself is shared with the CUDA kernels
+// (reduce_elements.h).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
-#include "src/common/half.h"
 #include "src/common/reduce.h"
+#include "src/common/reduce_elements.h"
 #include "src/common/reduce_internal.h"
 
 namespace weft {
@@ -29,156 +30,24 @@ inline void storeAt(void* p, size_t i, S v) {
   std::memcpy(static_cast<char*>(p) + i * sizeof(S), &v, sizeof(S));
 }
 
-// Max / Min with fmaxf / fminf's NaN rule (a NaN operand yields the other one). Written out so the
-// result, down to which NaN or which zero comes back, equals what the SIMD code computes.
-template <class F>
-inline F floatMax(F a, F b) {
-  if (b != b) return a;
-  if (a != a) return b;
-  return a > b ? a : b;
-}
-
-template <class F>
-inline F floatMin(F a, F b) {
-  if (b != b) return a;
-  if (a != a) return b;
-  return a < b ? a : b;
-}
-
-// Element traits: Storage is what memory holds, Calc what arithmetic runs in. Integer arithmetic
-// runs in the unsigned type so overflow wraps (two's complement bits) instead of being UB.
-template <class S>
-struct IntElem {
-  using Storage = S;
-  using Calc = S;
-  using U = std::make_unsigned_t<S>;
-  static Calc toCalc(S v) { return v; }
-  static S fromCalc(Calc v) { return v; }
-  static Calc add(Calc a, Calc b) { return static_cast<S>(static_cast<U>(U(a) + U(b))); }
-  static Calc mul(Calc a, Calc b) {
-    // Promote to at least unsigned int so uint8/uint16 products cannot overflow a signed int.
-    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-    return static_cast<S>(static_cast<U>(W(U(a)) * W(U(b))));
-  }
-  static Calc max(Calc a, Calc b) { return a > b ? a : b; }
-  static Calc min(Calc a, Calc b) { return a < b ? a : b; }
-};
-
-template <class F>
-struct FloatElem {
-  using Storage = F;
-  using Calc = F;
-  static Calc toCalc(F v) { return v; }
-  static F fromCalc(Calc v) { return v; }
-  static Calc add(Calc a, Calc b) { return a + b; }
-  static Calc mul(Calc a, Calc b) { return a * b; }
-  static Calc max(Calc a, Calc b) { return floatMax(a, b); }
-  static Calc min(Calc a, Calc b) { return floatMin(a, b); }
-};
-
-// Narrow floats: every binary operation runs in fp32 and is rounded back to the format.
-template <class S, float (*kToFloat)(S), S (*kFromFloat)(float)>
-struct NarrowElem {
-  using Storage = S;
-  using Calc = float;
-  static Calc toCalc(S v) { return kToFloat(v); }
-  static S fromCalc(Calc v) { return kFromFloat(v); }
-  static Calc add(Calc a, Calc b) { return a + b; }
-  static Calc mul(Calc a, Calc b) { return a * b; }
-  static Calc max(Calc a, Calc b) { return floatMax(a, b); }
-  static Calc min(Calc a, Calc b) { return floatMin(a, b); }
-};
-
-using HalfElem = NarrowElem<uint16_t, fp::halfToFloat, fp::floatToHalf>;
-using Bf16Elem = NarrowElem<uint16_t, fp::bf16ToFloat, fp::floatToBf16>;
-using E4m3Elem = NarrowElem<uint8_t, fp::fp8e4m3ToFloat, fp::floatToFp8e4m3>;
-using E5m2Elem = NarrowElem<uint8_t, fp::fp8e5m2ToFloat, fp::floatToFp8e5m2>;
-
-// Calls fn with a value-initialized traits object of type t. Returns false for an invalid type.
-template <class Fn>
-bool withElem(DataType t, Fn&& fn) {
-  switch (t) {
-    case DataType::kInt8:
-      fn(IntElem<int8_t>{});
-      return true;
-    case DataType::kUint8:
-      fn(IntElem<uint8_t>{});
-      return true;
-    case DataType::kInt32:
-      fn(IntElem<int32_t>{});
-      return true;
-    case DataType::kUint32:
-      fn(IntElem<uint32_t>{});
-      return true;
-    case DataType::kInt64:
-      fn(IntElem<int64_t>{});
-      return true;
-    case DataType::kUint64:
-      fn(IntElem<uint64_t>{});
-      return true;
-    case DataType::kFloat16:
-      fn(HalfElem{});
-      return true;
-    case DataType::kFloat32:
-      fn(FloatElem<float>{});
-      return true;
-    case DataType::kFloat64:
-      fn(FloatElem<double>{});
-      return true;
-    case DataType::kBfloat16:
-      fn(Bf16Elem{});
-      return true;
-    case DataType::kFp8E4M3:
-      fn(E4m3Elem{});
-      return true;
-    case DataType::kFp8E5M2:
-      fn(E5m2Elem{});
-      return true;
-  }
-  return false;
-}
-
-struct OpSum {
-  template <class E>
-  static typename E::Calc apply(typename E::Calc a, typename E::Calc b) {
-    return E::add(a, b);
-  }
-};
-struct OpProd {
-  template <class E>
-  static typename E::Calc apply(typename E::Calc a, typename E::Calc b) {
-    return E::mul(a, b);
-  }
-};
-struct OpMax {
-  template <class E>
-  static typename E::Calc apply(typename E::Calc a, typename E::Calc b) {
-    return E::max(a, b);
-  }
-};
-struct OpMin {
-  template <class E>
-  static typename E::Calc apply(typename E::Calc a, typename E::Calc b) {
-    return E::min(a, b);
-  }
-};
-
-// The scaled operand is rounded to the element type before the sum: two operations, two roundings.
-template <class E, bool kScaled>
-inline typename E::Calc operand(typename E::Storage v, typename E::Calc scale) {
-  if constexpr (kScaled) return E::toCalc(E::fromCalc(E::mul(E::toCalc(v), scale)));
-  return E::toCalc(v);
-}
+using elements::Bf16Elem;
+using elements::E4m3Elem;
+using elements::E5m2Elem;
+using elements::HalfElem;
+using elements::OpMax;
+using elements::OpMin;
+using elements::OpProd;
+using elements::OpSum;
+using elements::withElem;
 
 template <class E, class Op, bool kScaleA, bool kScaleB>
 void scalarLoop(void* dst, const void* a, const void* b, size_t n, typename E::Calc sa,
                 typename E::Calc sb) {
   using S = typename E::Storage;
-  for (size_t i = 0; i < n; ++i) {
-    auto x = operand<E, kScaleA>(loadAt<S>(a, i), sa);
-    auto y = operand<E, kScaleB>(loadAt<S>(b, i), sb);
-    storeAt<S>(dst, i, E::fromCalc(Op::template apply<E>(x, y)));
-  }
+  for (size_t i = 0; i < n; ++i)
+    storeAt<S>(
+        dst, i,
+        elements::combine<E, Op, kScaleA, kScaleB>(loadAt<S>(a, i), loadAt<S>(b, i), sa, sb));
 }
 
 // Only PreMulSum (lowered to Sum) carries scales, so only the sum has scaled variants.
@@ -223,8 +92,7 @@ void scaleScalar(DataType t, void* dst, const void* src, const void* scalar, siz
     using E = decltype(e);
     using S = typename E::Storage;
     auto s = E::toCalc(loadAt<S>(scalar, 0));
-    for (size_t i = 0; i < n; ++i)
-      storeAt<S>(dst, i, E::fromCalc(E::mul(E::toCalc(loadAt<S>(src, i)), s)));
+    for (size_t i = 0; i < n; ++i) storeAt<S>(dst, i, elements::scale<E>(loadAt<S>(src, i), s));
   });
 }
 

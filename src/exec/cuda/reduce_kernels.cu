@@ -1,79 +1,117 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+// The CUDA element kernels: grid-stride loops over the shared element arithmetic.
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
+#include "src/common/reduce_elements.h"
 #include "src/exec/cuda/reduce_kernels.h"
 
 namespace weft::cuda {
 namespace {
 
-// Like the host kernels, narrow floats are computed in fp32 and rounded once per operation.
-template <typename T>
-__device__ float toF(T v) { return static_cast<float>(v); }
-template <>
-__device__ float toF<__half>(__half v) { return __half2float(v); }
-template <>
-__device__ float toF<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+using elements::OpMax;
+using elements::OpMin;
+using elements::OpProd;
+using elements::OpSum;
 
-template <typename T>
-__device__ T fromF(float v) { return static_cast<T>(v); }
-template <>
-__device__ __half fromF<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __nv_bfloat16 fromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+constexpr int kThreads = 256;
+constexpr size_t kMaxBlocks = 1024;  // grid-stride beyond this: enough to fill any current GPU
 
-template <typename T, typename Acc>
-__device__ Acc apply(RedOp op, Acc x, Acc y) {
-  switch (op) {
-    case RedOp::kProd: return x * y;
-    case RedOp::kMax: return x > y ? x : y;
-    case RedOp::kMin: return x < y ? x : y;
-    default: return x + y;
-  }
+int blocksFor(size_t n) {
+  size_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
-template <typename T>
-__global__ void reduceKernel(RedOp op, T* dst, const T* a, const T* b, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n;
-       i += size_t(gridDim.x) * blockDim.x) {
-    if constexpr (sizeof(T) == 2 && !std::is_integral_v<T>) {
-      dst[i] = fromF<T>(apply<T, float>(op, toF(a[i]), toF(b[i])));
-    } else {
-      dst[i] = apply<T, T>(op, a[i], b[i]);
-    }
-  }
+template <class E, class Op, bool kScaleA, bool kScaleB>
+__global__ void reduceKernel(typename E::Storage* dst, const typename E::Storage* a,
+                             const typename E::Storage* b, size_t n, typename E::Calc sa,
+                             typename E::Calc sb) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride)
+    dst[i] = elements::combine<E, Op, kScaleA, kScaleB>(a[i], b[i], sa, sb);
 }
 
-template <typename T>
-int launch(RedOp op, void* dst, const void* a, const void* b, size_t n, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  const int threads = 256;
-  const int blocks = static_cast<int>((n + threads - 1) / threads < 1024 ? (n + threads - 1) / threads : 1024);
-  reduceKernel<T><<<blocks, threads, 0, s>>>(op, static_cast<T*>(dst), static_cast<const T*>(a),
-                                             static_cast<const T*>(b), n);
+template <class E>
+__global__ void scaleKernel(typename E::Storage* dst, const typename E::Storage* src, size_t n,
+                            typename E::Calc s) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride)
+    dst[i] = elements::scale<E>(src[i], s);
+}
+
+// The scalar as the element type's arithmetic value (read on the host, from its own bytes).
+template <class E>
+typename E::Calc scalarValue(const Scalar* scalar) {
+  typename E::Storage v{};
+  if (scalar) std::memcpy(&v, scalar->bytes, sizeof v);
+  return E::toCalc(v);
+}
+
+template <class E, class Op, bool kScaleA, bool kScaleB>
+int launchOne(void* dst, const void* a, const void* b, size_t n, const Scalar* scalar,
+              cudaStream_t s) {
+  using S = typename E::Storage;
+  const auto value = scalarValue<E>(scalar);
+  reduceKernel<E, Op, kScaleA, kScaleB><<<blocksFor(n), kThreads, 0, s>>>(
+      static_cast<S*>(dst), static_cast<const S*>(a), static_cast<const S*>(b), n, value, value);
   return cudaGetLastError();
+}
+
+template <class E>
+int launchTyped(RedOp op, void* dst, const void* a, bool scaleA, const void* b, bool scaleB,
+                size_t n, const Scalar* scalar, cudaStream_t s) {
+  if (scaleA || scaleB) {
+    if (op != RedOp::kSum && op != RedOp::kPreMulSum) return cudaErrorInvalidValue;
+    if (scaleA && scaleB) return launchOne<E, OpSum, true, true>(dst, a, b, n, scalar, s);
+    if (scaleA) return launchOne<E, OpSum, true, false>(dst, a, b, n, scalar, s);
+    return launchOne<E, OpSum, false, true>(dst, a, b, n, scalar, s);
+  }
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kPreMulSum:
+      return launchOne<E, OpSum, false, false>(dst, a, b, n, scalar, s);
+    case RedOp::kProd:
+      return launchOne<E, OpProd, false, false>(dst, a, b, n, scalar, s);
+    case RedOp::kMax:
+      return launchOne<E, OpMax, false, false>(dst, a, b, n, scalar, s);
+    case RedOp::kMin:
+      return launchOne<E, OpMin, false, false>(dst, a, b, n, scalar, s);
+    default:
+      return cudaErrorInvalidValue;  // Avg is lowered by the core and never reaches a kernel
+  }
 }
 
 }  // namespace
 
-int launchReduce(DataType type, RedOp op, void* dst, const void* a, const void* b, size_t count,
-                 void* stream) {
+int launchReduce(DataType type, RedOp op, void* dst, const void* a, bool scaleA, const void* b,
+                 bool scaleB, size_t count, const Scalar* scalar, void* stream) {
+  if ((scaleA || scaleB) && !scalar) return cudaErrorInvalidValue;
+  if (count == 0) return isValid(type) ? cudaSuccess : cudaErrorInvalidValue;
+  int rc = cudaErrorInvalidValue;
+  elements::withElem(type, [&](auto e) {
+    rc = launchTyped<decltype(e)>(op, dst, a, scaleA, b, scaleB, count, scalar,
+                                  static_cast<cudaStream_t>(stream));
+  });
+  return rc;
+}
+
+int launchCopy(DataType type, void* dst, const void* src, size_t count, const Scalar* scalar,
+               void* stream) {
+  if (!isValid(type)) return cudaErrorInvalidValue;
   auto s = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case DataType::kInt8: return launch<int8_t>(op, dst, a, b, count, s);
-    case DataType::kUint8: return launch<uint8_t>(op, dst, a, b, count, s);
-    case DataType::kInt32: return launch<int32_t>(op, dst, a, b, count, s);
-    case DataType::kUint32: return launch<uint32_t>(op, dst, a, b, count, s);
-    case DataType::kInt64: return launch<int64_t>(op, dst, a, b, count, s);
-    case DataType::kUint64: return launch<uint64_t>(op, dst, a, b, count, s);
-    case DataType::kFloat16: return launch<__half>(op, dst, a, b, count, s);
-    case DataType::kFloat32: return launch<float>(op, dst, a, b, count, s);
-    case DataType::kFloat64: return launch<double>(op, dst, a, b, count, s);
-    case DataType::kBfloat16: return launch<__nv_bfloat16>(op, dst, a, b, count, s);
-    default: return cudaErrorNotSupported;  // fp8 arrives with the CUDA backend
-  }
+  if (count == 0 || (!scalar && dst == src)) return cudaSuccess;
+  if (!scalar)
+    return cudaMemcpyAsync(dst, src, count * dataTypeSize(type), cudaMemcpyDeviceToDevice, s);
+  int rc = cudaErrorInvalidValue;
+  elements::withElem(type, [&](auto e) {
+    using E = decltype(e);
+    using S = typename E::Storage;
+    scaleKernel<E><<<blocksFor(count), kThreads, 0, s>>>(
+        static_cast<S*>(dst), static_cast<const S*>(src), count, scalarValue<E>(scalar));
+    rc = cudaGetLastError();
+  });
+  return rc;
 }
 
 }  // namespace weft::cuda

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU check in one command: builds the GPU tests from this tree with CUDA (tests/gpu as a
+# project of its own, so hwloc, pugixml and GoogleTest need not be installed), runs them and
+# prints a summary. Exit status 0: all passed on a GPU; 1: a build or test failure; 2: nothing
+# ran on a GPU (no device). Set WEFT_GPU_BUILD to choose the build folder (default build-gpu).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build="${WEFT_GPU_BUILD:-build-gpu}"
+started=$SECONDS
+
+echo "== GPU"
+nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null ||
+  echo "(nvidia-smi not found)"
+
+# Machine code for this machine's GPU only, to keep the build short; the default list otherwise.
+arch_flags=()
+cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+if [[ "$cap" =~ ^[0-9]+$ ]]; then arch_flags=(-DCMAKE_CUDA_ARCHITECTURES="${cap}-real"); fi
+generator=()
+if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+
+echo "== build ($build)"
+mkdir -p "$build"
+if ! cmake -S tests/gpu -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+     "${arch_flags[@]}" >"$build/configure.log" 2>&1; then
+  tail -n 40 "$build/configure.log"
+  echo "GPU CHECK: FAILED (configure; log in $build/configure.log)"
+  exit 1
+fi
+if ! cmake --build "$build" -j "$(nproc)"; then
+  echo "GPU CHECK: FAILED (build)"
+  exit 1
+fi
+echo "== build took $((SECONDS - started)) s"
+
+echo "== tests"
+log="$build/ctest.log"
+timeout 420 ctest --test-dir "$build" -L cuda --output-on-failure -j 1 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$log")
+failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$log")
+skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$log")
+echo "== summary: $passed passed, $failed failed, $skipped skipped, $((SECONDS - started)) s in all"
+if [[ $status -ne 0 || $failed -ne 0 ]]; then
+  echo "GPU CHECK: FAILED"
+  exit 1
+fi
+if [[ $passed -eq 0 ]]; then
+  echo "GPU CHECK: NOTHING RAN ON A GPU (no CUDA device?)"
+  exit 2
+fi
+echo "GPU CHECK: PASSED"
