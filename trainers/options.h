@@ -13,7 +13,7 @@ struct TrainOptions {
   int64_t steps = 20;          // total optimizer steps (a resumed run continues up to it)
   uint64_t seed = 1;           // initialisation and batches
   std::string dtype = "f32";   // f32 | f64
-  std::string csv;  // per-step log: step,loss,val_loss,tokens_per_s,comm_s,compute_s
+  std::string csv;             // per-step log: step,loss,val_loss,tokens_per_s,comm_s,compute_s
   std::string checkpoint_dir;  // written at the end of the run (and every checkpoint_every steps)
   int checkpoint_every = 0;    // 0: at the end only
   std::string resume_dir;      // read at the start
@@ -34,9 +34,10 @@ struct TrainOptions {
   int microbatches = 1;
   int tp = 1;                      // tensor-parallel ranks (one process each, under a launcher)
   bool sequence_parallel = false;  // --sp: sequence parallelism within the tensor-parallel group
-  int dp = 1;                      // data-parallel processes (weftrun -n N; gpt only)
-  int zero = 0;                    // ZeRO stage 0-3 under --dp
-  double bucket_mb = 25;           // gradient bucket cap under --dp
+  int dp = 1;                      // data-parallel ranks
+  int zero = 0;                    // ZeRO stage 0-3 (any layout)
+  double bucket_mb = 25;           // gradient bucket cap
+  bool overlap = true;             // reduce gradient buckets while backward runs
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets
