@@ -108,6 +108,8 @@ class GridTrainer {
   const LocalModel<T>& model() const { return model_; }
   // For layers run outside a pipeline stage (the MLP's step).
   LayerHooks& hooks() { return *dp_; }
+  // The data-parallel engine (its bucket launch order, for tests and traces).
+  const DataParallel<T>& data_parallel() const { return *dp_; }
   // Memory held against the ZeRO formulas (trainers/dp/memory.h), Psi = the stage's elements.
   MemoryReport memory() const { return dp_->memory(); }
 
