@@ -49,3 +49,12 @@ cmp "$work/pp.losses" "$work/pp_zero3.losses" || fail "--pp 2 --zero 3"
 echo "--dp 2 --pp 2 --zero 3: bitwise plain DP's losses"
 grep "memory" "$work/pp_zero3.log"
 rm -f "$work"/*.csv "$work"/*.losses
+# The MLP on Fashion-MNIST (when installed): ZeRO-3 bitwise plain DP.
+if [ -s /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  args="--model mlp --steps 3 --batch 16 --hidden 32,16 --dtype f64 --bucket-mb 0.01"
+  run mlp 2 --dp 2
+  run mlp_zero3 2 --dp 2 --zero 3
+  cmp "$work/mlp.losses" "$work/mlp_zero3.losses" || fail "mlp --zero 3"
+  echo "mlp --dp 2 --zero 3: bitwise plain DP's losses"
+  rm -f "$work"/*.csv "$work"/*.losses
+fi

@@ -1,7 +1,7 @@
 // One training step of the MLP classifier: this rank's rows of the global batch,
 // layer by layer, with the LayerHooks (DataParallel) around every layer (table layer i = fc<i>), so
 // that gradient buckets are reduced while backward continues and ZeRO-3 gathers each layer just
-// before it runs. The MLP counterpart of GptDataParallelStep.
+// before it runs. weft-train's MLP runs it (trainers/compose/train_grid.cc).
 #pragma once
 
 #include <cstdint>
