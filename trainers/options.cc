@@ -70,8 +70,9 @@ std::string usage() {
          "  --sp                  sequence parallelism within the tensor-parallel group\n"
          "  --schedule gpipe|1f1b pipeline schedule (default 1f1b)\n"
          "  --microbatches M      micro-batches per data-parallel rank and step (default 1)\n"
-         "  --zero 0|1|2|3        ZeRO stage; 2 and 3 on --dp alone (gpt; default 0)\n"
-         "  --bucket-mb X         gradient bucket cap of --zero 2|3 (default 25)\n";
+         "  --zero 0|1|2|3        ZeRO stage over the data-parallel ranks, any layout (default 0)\n"
+         "  --bucket-mb X         gradient bucket cap (default 25)\n"
+         "  --overlap 0|1         reduce gradient buckets during backward (1, default) or after\n";
 }
 
 TrainOptions parse_options(int argc, char** argv, bool& help) {
@@ -141,6 +142,9 @@ TrainOptions parse_options(int argc, char** argv, bool& help) {
     } else if (flag == "--bucket-mb") {
       o.bucket_mb = parse_double(flag, value);
       if (!(o.bucket_mb >= 0)) throw std::invalid_argument("--bucket-mb wants a size >= 0");
+    } else if (flag == "--overlap") {
+      if (value != "0" && value != "1") throw std::invalid_argument("--overlap 0|1");
+      o.overlap = value == "1";
     } else if (flag == "--blas-threads") {
       o.blas_threads = static_cast<int>(parse_int(flag, value, 1));
     } else if (flag == "--pp") {

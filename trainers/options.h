@@ -34,9 +34,10 @@ struct TrainOptions {
   int microbatches = 1;
   int tp = 1;                      // tensor-parallel ranks (one process each, under a launcher)
   bool sequence_parallel = false;  // --sp: sequence parallelism within the tensor-parallel group
-  int dp = 1;                      // data-parallel processes (weftrun -n N; gpt only)
-  int zero = 0;                    // ZeRO stage 0-3 under --dp
-  double bucket_mb = 25;           // gradient bucket cap under --dp
+  int dp = 1;                      // data-parallel ranks
+  int zero = 0;                    // ZeRO stage 0-3 (any layout)
+  double bucket_mb = 25;           // gradient bucket cap
+  bool overlap = true;             // reduce gradient buckets while backward runs
 };
 
 // Parses argv; throws std::invalid_argument with a message for a bad or unknown flag. Sets

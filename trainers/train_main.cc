@@ -7,7 +7,6 @@
 
 #include "trainers/common/kernels.h"
 #include "trainers/compose/train_grid.h"
-#include "trainers/dp/train_dp.h"
 #include "trainers/options.h"
 
 int main(int argc, char** argv) {
@@ -20,15 +19,6 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_blas_threads(o.blas_threads);
-    // ZeRO-2 and -3 shard gradients and parameters with the data-parallel engine's per-layer
-    // hooks (trainers/dp), which the composed step does not drive: data parallel alone, without
-    // checkpoints.
-    if (o.zero >= 2) {
-      if (o.tp > 1 || o.pp > 1 || o.microbatches > 1)
-        throw std::invalid_argument("--zero 2|3 runs with --dp alone (--zero 0|1 composes)");
-      run_gpt_data_parallel(o);
-      return 0;
-    }
     // Every layout, 1 x 1 x 1 included, goes through the same step (trainers/compose); it exits
     // the process itself on errors, aborting its communicators.
     run_grid_training(o);

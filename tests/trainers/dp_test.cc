@@ -17,10 +17,10 @@
 #include "trainers/common/gpt.h"
 #include "trainers/common/kernels.h"
 #include "trainers/dp/data_parallel.h"
-#include "trainers/dp/gpt_step.h"
 #include "trainers/dp/memory.h"
 #include "trainers/dp/shard_layout.h"
 #include "trainers/parallel/grid.h"
+#include "trainers/pp/gpt_stage.h"
 
 namespace weft::trainers {
 namespace {
@@ -107,19 +107,23 @@ std::vector<RankResult<T>> run_data_parallel(int ranks, const DataParallelConfig
       try {
         Grid grid(world[r], GridShape{ranks, 1, 1});
         TextBatcher batcher(&tokens, config.context, kSeed);
-        Gpt<T> model(config);
+        // The whole model as one pipeline stage, the engine's hooks around its layers.
+        GptStage<T> model(config, StageLayers{0, config.layers + 1});
         model.initialize(kSeed);
         DataParallel<T> dp(dp_config, adamw_config(), model.table(), model.params().data(),
                            model.grads().data(), grid.dp());
-        GptDataParallelStep<T> step_runner;
+        model.set_layer_hooks(&dp);
         const int rows = kGlobalRows / ranks, first = grid.coords().dp_rank * rows;
         std::vector<int32_t> inputs(rows * config.context), targets(inputs.size());
+        const MicroBatch micro{inputs.data(), targets.data(), rows, config.context,
+                               1.0 / (kGlobalRows * config.context)};
         for (int step = 0; step < kSteps; ++step) {
           batcher.batch(step, first, rows, inputs.data(), targets.data());
-          const double local = step_runner.forward_backward(
-              model, dp, inputs.data(), targets.data(), rows, config.context, kGlobalRows);
+          model.forward(0, micro, nullptr);
+          const double local = static_cast<double>(model.micro_loss(0)) * rows;
+          model.backward(0, micro, nullptr);
           const DataParallelStep stats = dp.finish_step();
-          result.run.losses.push_back(dp.sum_over_ranks(local) / (kGlobalRows * config.context));
+          result.run.losses.push_back(dp.sum_over_ranks(local) / kGlobalRows);
           result.run.norms.push_back(stats.grad_norm);
         }
         result.memory = dp.memory();

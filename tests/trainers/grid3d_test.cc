@@ -1,8 +1,9 @@
 // DP x TP x PP composed (trainers/compose): 2x2x2 on 8 threads matches the one-process GPT after
 // ten clipped AdamW steps from the same seed and global batch (1e-5 relative in float, 1e-12 in
-// double), with sequence parallelism and ZeRO-1 too; ZeRO-1 is bitwise plain DP; a pipeline
-// alone stays bitwise the one process accumulating the same micro-batches; a checkpoint state
-// gathered from one layout continues in another as the uninterrupted run.
+// double), with sequence parallelism and ZeRO-1 too; ZeRO-1, -2 and -3 (with pipeline and tensor
+// parallelism) and reducing after backward are bitwise plain DP; a pipeline alone stays bitwise
+// the one process accumulating the same micro-batches; a checkpoint state gathered from one
+// layout (ZeRO-1 or ZeRO-3) continues in another as the uninterrupted run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ template <typename T>
 struct Record {
   std::vector<double> losses, norms;
   std::vector<T> params;  // whole parameters after the last step
+  // Per gradient bucket of the last step, in launch order: the layers still to run backward.
+  std::vector<int> layers_left_at_launch;
 };
 
 // The one-process run: the whole batch at once through Gpt<T>.
@@ -83,6 +86,8 @@ struct Layout {
   int zero = 0;
   int microbatches = 2;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  bool overlap = true;
+  double bucket_mb = 0.004;  // a few layers per bucket: several buckets, some of many layers
 };
 
 // Runs steps [first, end) on a grid of threads; starts from `resume` (gathered whole state) when
@@ -103,11 +108,14 @@ Record<T> run_grid(const Layout& layout, int first, int end, const WholeState<T>
       try {
         const Grid grid(world[r], layout.shape);
         GridGpt<T> model(test_config(), grid, layout.sequence_parallel);
-        GridTrainer<T> trainer(model.local(), grid, test_adamw(), layout.zero);
-        if (resume.params.empty())
-          model.initialize(kSeed);
-        else
-          load_whole_state(resume, model.layout(), trainer);
+        if (resume.params.empty()) model.initialize(kSeed);
+        GridDataParallel dp;
+        dp.zero_stage = layout.zero;
+        dp.overlap = layout.overlap;
+        dp.microbatches = layout.microbatches;
+        dp.bucket_bytes = static_cast<size_t>(layout.bucket_mb * (1 << 20));
+        GridTrainer<T> trainer(model.local(), grid, test_adamw(), dp);
+        if (!resume.params.empty()) load_whole_state(resume, model.layout(), trainer);
         for (int step = first; step < end; ++step) {
           const GridStepStats s = trainer.step([&] {
             return model.forward_backward(batcher, step, kBatch, kSeq, layout.microbatches,
@@ -118,6 +126,7 @@ Record<T> run_grid(const Layout& layout, int first, int end, const WholeState<T>
             record.norms.push_back(s.grad_norm);
           }
         }
+        if (r == 0) record.layers_left_at_launch = trainer.data_parallel().layers_left_at_launch();
         WholeState<T> state = gather_whole_state(trainer, model.layout(), grid);
         if (r == 0) {
           record.params = state.params;
@@ -182,10 +191,47 @@ TEST(Grid3dTest, SequenceParallelZeroOneGpipeMatchesOneProcess) {
   expect_near(run_grid<float>(layout, 0, kSteps, {}), run_single<float>(), 0, 1e-5);
 }
 
-TEST(Grid3dTest, ZeroOneIsBitwisePlainDataParallel) {
+TEST(Grid3dTest, ZeroStagesAndNoOverlapAreBitwisePlainDataParallelWithPipeline) {
   set_blas_threads(1);
   const Record<float> plain = run_grid<float>(Layout{{2, 1, 2}, false, 0}, 0, kSteps, {});
-  expect_bitwise(run_grid<float>(Layout{{2, 1, 2}, false, 1}, 0, kSteps, {}), plain);
+  for (int zero : {1, 2, 3})
+    expect_bitwise(run_grid<float>(Layout{{2, 1, 2}, false, zero}, 0, kSteps, {}), plain);
+  Layout after_backward{{2, 1, 2}, false, 0};
+  after_backward.overlap = false;
+  expect_bitwise(run_grid<float>(after_backward, 0, kSteps, {}), plain);
+}
+
+TEST(Grid3dTest, BucketsAreReducedDuringTheLastMicroBatchsBackward) {
+  set_blas_threads(1);
+  // Stage 0 of 2x1x2 holds the embeddings and one block: two buckets at this cap, the block's
+  // queued while the embeddings' backward is still to run.
+  const Record<float> overlapped = run_grid<float>(Layout{{2, 1, 2}, false, 2}, 0, 2, {});
+  ASSERT_EQ(overlapped.layers_left_at_launch.size(), 2u);
+  EXPECT_EQ(overlapped.layers_left_at_launch[0], 1);
+  EXPECT_EQ(overlapped.layers_left_at_launch[1], 0);
+  Layout after_backward{{2, 1, 2}, false, 2};
+  after_backward.overlap = false;
+  const Record<float> late = run_grid<float>(after_backward, 0, 2, {});
+  EXPECT_EQ(late.layers_left_at_launch, (std::vector<int>{0, 0}));
+}
+
+TEST(Grid3dTest, ZeroStagesAreBitwisePlainDataParallelWithTensorParallel) {
+  set_blas_threads(1);
+  // Under sequence parallelism the buckets wait for the replicated gradients' fix-up.
+  for (bool sp : {false, true}) {
+    const Record<double> plain =
+        run_grid<double>(Layout{{2, 2, 1}, sp, 0, 1, PipelineSchedule::kGPipe}, 0, kSteps, {});
+    for (int zero : {2, 3})
+      expect_bitwise(
+          run_grid<double>(Layout{{2, 2, 1}, sp, zero, 1, PipelineSchedule::kGPipe}, 0, kSteps, {}),
+          plain);
+  }
+}
+
+TEST(Grid3dTest, ZeroThreeTwoByTwoByTwoMatchesOneProcess) {
+  set_blas_threads(1);
+  expect_near(run_grid<double>(Layout{{2, 2, 2}, false, 3}, 0, kSteps, {}), run_single<double>(), 0,
+              1e-12);
 }
 
 TEST(Grid3dTest, PipelineAloneIsBitwiseTheAccumulatingProcess) {
@@ -206,6 +252,23 @@ TEST(Grid3dTest, StateGatheredFromOneLayoutContinuesInAnother) {
   for (const GridShape shape : {GridShape{1, 1, 2}, GridShape{2, 1, 1}, GridShape{1, 2, 2}})
     expect_near(run_grid<double>(Layout{shape}, kSteps / 2, kSteps, state), single, kSteps / 2,
                 1e-12);
+}
+
+TEST(Grid3dTest, ZeroThreeStateContinuesInAnotherLayoutAndStage) {
+  set_blas_threads(1);
+  const Record<double> single = run_single<double>();
+  WholeState<double> state;
+  run_grid<double>(Layout{{2, 1, 2}, false, 3}, 0, kSteps / 2, {}, &state);
+  EXPECT_EQ(state.steps, kSteps / 2);
+  WholeState<double> plain_state;
+  run_grid<double>(Layout{{2, 1, 2}, false, 0}, 0, kSteps / 2, {}, &plain_state);
+  EXPECT_TRUE(state.params == plain_state.params && state.m == plain_state.m &&
+              state.v == plain_state.v)
+      << "ZeRO-3's gathered state is plain DP's";
+  expect_near(run_grid<double>(Layout{{1, 2, 1}, false, 0, 1}, kSteps / 2, kSteps, state), single,
+              kSteps / 2, 1e-12);
+  expect_near(run_grid<double>(Layout{{2, 1, 1}, false, 2, 1}, kSteps / 2, kSteps, state), single,
+              kSteps / 2, 1e-12);
 }
 
 }  // namespace

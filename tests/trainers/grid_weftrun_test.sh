@@ -1,8 +1,9 @@
 #!/bin/sh
 # weft-train's one code path in processes (trainers/compose):
 #   1. weftrun -n 8 --dp 2 --tp 2 --pp 2 logs the losses of the one-process run (1e-5, float);
-#   2. a checkpoint written by a 2x2x1 run (ZeRO-1), resumed by 1x1x2 and by 2x1x1, continues with
-#      the losses of the uninterrupted run (1e-12, double);
+#   2. checkpoints written by 2x2x1 runs under ZeRO-1 and ZeRO-3 (each dp rank contributing its
+#      shard), resumed by 1x1x2 and by 2x1x1 (ZeRO-2), continue with the losses of the
+#      uninterrupted run (1e-12, double);
 #   3. four ranks started torchrun-style (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), one killed
 #      with SIGKILL mid-training: the others exit nonzero within 10 s, each naming the peer that
 #      failed its call (Weft names a dead peer by rank and pid; a rank whose call was with a
@@ -41,16 +42,19 @@ echo "2x2x2: the one-process losses"
 f64="$args --dtype f64"
 # shellcheck disable=SC2086
 "$train" $f64 --steps 6 --csv "$dir/whole.csv" >/dev/null 2>&1 || fail "uninterrupted f64 run"
-# shellcheck disable=SC2086
-"$weftrun" -n 4 --timeout 120 "$train" $f64 --steps 3 --dp 2 --tp 2 --zero 1 \
-  --checkpoint "$dir/ck" >"$dir/ck.log" 2>&1 || { cat "$dir/ck.log"; fail "2x2x1 checkpoint"; }
-for layout in "--pp 2" "--dp 2"; do
+for zero in 1 3; do
+  rm -rf "$dir/ck"
   # shellcheck disable=SC2086
-  "$weftrun" -n 2 --timeout 120 "$train" $f64 --steps 6 $layout --resume "$dir/ck" \
-    --csv "$dir/resumed.csv" >"$dir/resumed.log" 2>&1 || { cat "$dir/resumed.log"; fail "resume $layout"; }
-  compare "$dir/whole.csv" "$dir/resumed.csv" 3 1e-12 || fail "resumed by $layout"
-  rm -f "$dir/resumed.csv"
-  echo "2x2x1 checkpoint resumed by $layout: the uninterrupted losses"
+  "$weftrun" -n 4 --timeout 120 "$train" $f64 --steps 3 --dp 2 --tp 2 --zero $zero \
+    --checkpoint "$dir/ck" >"$dir/ck.log" 2>&1 || { cat "$dir/ck.log"; fail "2x2x1 ZeRO-$zero checkpoint"; }
+  for layout in "--pp 2" "--dp 2 --zero 2"; do
+    # shellcheck disable=SC2086
+    "$weftrun" -n 2 --timeout 120 "$train" $f64 --steps 6 $layout --resume "$dir/ck" \
+      --csv "$dir/resumed.csv" >"$dir/resumed.log" 2>&1 || { cat "$dir/resumed.log"; fail "resume $layout"; }
+    compare "$dir/whole.csv" "$dir/resumed.csv" 3 1e-12 || fail "ZeRO-$zero resumed by $layout"
+    rm -f "$dir/resumed.csv"
+    echo "2x2x1 ZeRO-$zero checkpoint resumed by $layout: the uninterrupted losses"
+  done
 done
 
 # 3. A rank killed mid-training.

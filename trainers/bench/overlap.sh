@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The overlap benchmark of data parallelism (issue 25): the MLP under weft-dp-bench on two hosts
+# The overlap benchmark of data parallelism (issue 25): the MLP under weft-train on two hosts
 # made of network namespaces (tests/netns/netns.sh), one rank each, talking tcp over a veth link
 # shaped with tc tbf so that one step's gradient reduction takes about as long as its backward.
-# Runs the step with the gradient buckets reduced after backward (--no-overlap) and during it,
+# Runs the step with the gradient buckets reduced after backward (--overlap 0) and during it,
 # for each pair of runs (no overlap, then overlap)
 #   comm     the reductions after backward in the no-overlap run (packing, reduce-scatter,
 #            all-gather): bound by the shaped link, so the same for both runs
@@ -25,7 +25,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
 weftrun="$build/perf/weftrun"
-bench="$build/trainers/weft-dp-bench"
+bench="$build/trainers/weft-train"
 netns="$root/tests/netns/netns.sh"
 for f in "$weftrun" "$bench"; do
   [ -x "$f" ] || { echo "overlap.sh: $f not built" >&2; exit 2; }
@@ -53,11 +53,23 @@ shape() {
   done
 }
 
-# run [flags...]: prints the run's output (rank 0's lines); fails if the run fails.
+# run [flags...]: prints the run's output (rank 0's lines) and a closing line
+#   timing steps N step_ms S compute_ms C comm_wait_ms W optimizer_ms O
+# of the means over the steps after the warm-up, from weft-train's step lines (comm_s: the
+# communication the computation did not hide; compute_s includes AdamW, optimizer_s): step_ms
+# the whole step, compute_ms forward + backward (compute less AdamW); fails if the run fails.
 run() {
-  nice -n 10 "$weftrun" -H "$prefix-h0:1,$prefix-h1:1" --netns --timeout 600 "$bench" \
-    --dp 2 --hidden "$hidden" --batch "$batch" --steps $((steps + warmup)) \
-    --warmup-steps "$warmup" --bucket-mb 0.5 --lr 1e-3 "$@"
+  local out
+  out="$(nice -n 10 "$weftrun" -H "$prefix-h0:1,$prefix-h1:1" --netns --timeout 600 "$bench" \
+    --model mlp --dp 2 --hidden "$hidden" --batch "$batch" --steps $((steps + warmup)) \
+    --bucket-mb 0.5 --lr 1e-3 "$@")"
+  echo "$out"
+  awk -v warmup="$warmup" '$1 == "step" && $2 >= warmup {
+      for (i = 3; i < NF; ++i) v[$i] = $(i + 1)
+      n++; step += v["comm_s"] + v["compute_s"]; compute += v["compute_s"] - v["optimizer_s"]
+      comm += v["comm_s"]; opt += v["optimizer_s"] }
+    END { if (n) printf "timing steps %d step_ms %.3f compute_ms %.3f comm_wait_ms %.3f optimizer_ms %.3f\n",
+      n, 1e3 * step / n, 1e3 * compute / n, 1e3 * comm / n, 1e3 * opt / n }' <<< "$out"
 }
 
 # field NAME LINE: the number after NAME in a "timing ..." line.
@@ -65,7 +77,7 @@ field() { awk -v name="$1" '{for (i = 1; i < NF; ++i) if ($i == name) print $(i 
 
 rate="${OVERLAP_RATE:-}"
 if [ -z "$rate" ]; then
-  out="$(run --no-overlap)"
+  out="$(run --overlap 0)"
   params="$(awk '/^mlp:/ {print $2}' <<< "$out")"
   compute_ms="$(field compute_ms "$(grep '^timing' <<< "$out")")"
   rate="$(awk -v p="$params" -v c="$compute_ms" \
@@ -78,7 +90,7 @@ shape "$rate"
 echo "rate $rate, $repeats pairs of $steps timed steps"
 ratios=""
 for ((k = 1; k <= repeats; k++)); do
-  baseline="$(run --no-overlap | grep '^timing')"
+  baseline="$(run --overlap 0 | grep '^timing')"
   overlapped="$(run | grep '^timing')"
   echo "pair $k no overlap: $baseline"
   echo "pair $k overlap:    $overlapped"

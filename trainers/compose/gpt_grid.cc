@@ -22,7 +22,7 @@ GridGpt<T>::GridGpt(const GptConfig& config, const Grid& grid, bool sequence_par
     layout_.extract = [&tl](const T* whole, T* local) { tl.extract(whole, local); };
     for (const TpShardMap& map : tl.maps())
       local_.counted.push_back(!map.replicated || at.tp_rank == 0);
-    local_.reduce_replicated = [s] { s->model().reduce_replicated_grads(); };
+    if (sequence_parallel) local_.reduce_replicated = [s] { s->model().reduce_replicated_grads(); };
     initialize_ = [s](uint64_t seed) { s->initialize(seed); };
     stage_ = std::move(tp_stage);
   } else {
@@ -39,6 +39,8 @@ GridGpt<T>::GridGpt(const GptConfig& config, const Grid& grid, bool sequence_par
   local_.grads = stage_->grads().data();
   local_.range = stage_->range();
   local_.tensor_range = stage_->tensor_range();
+  PipelineStage<T>* stage = stage_.get();
+  local_.set_layer_hooks = [stage](LayerHooks* hooks) { stage->set_layer_hooks(hooks); };
 }
 
 template <typename T>

@@ -30,7 +30,8 @@ class GridGpt {
   const LocalModel<T>& local() const { return local_; }
   const WholeLayout<T>& layout() const { return layout_; }
   const TensorTable& whole_table() const { return whole_table_; }
-  // Every tensor's initial values as Gpt<T>::initialize; the rank keeps its part.
+  // Every tensor's initial values as Gpt<T>::initialize; the rank keeps its part. Before the
+  // GridTrainer is made (ZeRO-3 takes its shard of the parameters then).
   void initialize(uint64_t seed) { initialize_(seed); }
 
   // The pass of one step for GridTrainer::step: this dp rank's rows of the global batch

@@ -11,14 +11,12 @@ ncclDataType_t nccl_type() {
   return std::is_same_v<T, double> ? ncclFloat64 : ncclFloat32;
 }
 
-// Sums every rank's contribution (its elements [lo, hi) of `local`, placed into the whole
-// layout; nothing when !contributes) onto world rank 0.
+// Sums every rank's contribution (`local`, its local flat layout, zero where it contributes
+// nothing) placed into the whole layout onto world rank 0.
 template <typename T>
-std::vector<T> reduce_whole(const WholeLayout<T>& layout, const Grid& grid, const T* local,
-                            size_t local_total, size_t lo, size_t hi, bool contributes) {
-  std::vector<T> masked(local_total, T(0)), whole(layout.whole->total(), T(0));
-  if (contributes) std::copy(local + lo, local + hi, masked.begin() + lo);
-  layout.place(masked.data(), whole.data());
+std::vector<T> reduce_whole(const WholeLayout<T>& layout, const Grid& grid, const T* local) {
+  std::vector<T> whole(layout.whole->total(), T(0));
+  layout.place(local, whole.data());
   check_nccl(ncclReduce(whole.data(), whole.data(), whole.size(), nccl_type<T>(), ncclSum, 0,
                         grid.world(), nullptr),
              "gather of whole tensors", grid.world());
@@ -30,41 +28,35 @@ std::vector<T> reduce_whole(const WholeLayout<T>& layout, const Grid& grid, cons
 template <typename T>
 std::vector<T> gather_whole_params(const GridTrainer<T>& trainer, const WholeLayout<T>& layout,
                                    const Grid& grid) {
-  const LocalModel<T>& m = trainer.model();
-  return reduce_whole(layout, grid, m.params, m.table->total(), m.range.first, m.range.second,
-                      grid.coords().dp_rank == 0);
+  std::vector<T> local(trainer.model().table->total(), T(0));
+  trainer.owned_params_to_flat(local.data());
+  return reduce_whole(layout, grid, local.data());
 }
 
 template <typename T>
 WholeState<T> gather_whole_state(const GridTrainer<T>& trainer, const WholeLayout<T>& layout,
                                  const Grid& grid) {
-  WholeState<T> state;
-  state.params = gather_whole_params(trainer, layout, grid);
-  const AdamW<T>& opt = trainer.optimizer();
   const size_t total = trainer.model().table->total();
-  const bool owner = trainer.zero_stage() == 1 || grid.coords().dp_rank == 0;
-  // The moments in the local flat layout, so that they place like the parameters.
-  std::vector<T> local(total, T(0));
-  for (auto [moments, out] : {std::pair{&opt.m(), &state.m}, std::pair{&opt.v(), &state.v}}) {
-    std::copy(moments->begin(), moments->end(), local.begin() + opt.begin());
-    *out = reduce_whole(layout, grid, local.data(), total, opt.begin(), opt.end(), owner);
-  }
-  state.steps = opt.steps();
+  std::vector<T> params(total, T(0)), m(total, T(0)), v(total, T(0));
+  trainer.owned_state_to_flat(params.data(), m.data(), v.data());
+  WholeState<T> state;
+  state.params = reduce_whole(layout, grid, params.data());
+  state.m = reduce_whole(layout, grid, m.data());
+  state.v = reduce_whole(layout, grid, v.data());
+  state.steps = trainer.steps();
   return state;
 }
 
 template <typename T>
 void load_whole_state(const WholeState<T>& state, const WholeLayout<T>& layout,
                       GridTrainer<T>& trainer) {
-  const LocalModel<T>& m = trainer.model();
-  std::vector<T> local(m.table->total());
-  layout.extract(state.params.data(), m.params);
-  AdamW<T>& opt = trainer.optimizer();
-  for (auto [whole, moments] : {std::pair{&state.m, &opt.m()}, std::pair{&state.v, &opt.v()}}) {
-    layout.extract(whole->data(), local.data());
-    std::copy(local.begin() + opt.begin(), local.begin() + opt.end(), moments->begin());
-  }
-  opt.set_steps(state.steps);
+  const LocalModel<T>& model = trainer.model();
+  const size_t total = model.table->total();
+  std::vector<T> m(total), v(total);
+  layout.extract(state.params.data(), model.params);
+  layout.extract(state.m.data(), m.data());
+  layout.extract(state.v.data(), v.data());
+  trainer.load_state(m.data(), v.data(), state.steps);
 }
 
 #define WEFT_GRID_STATE_TYPE(T)                                                                \

@@ -2,10 +2,10 @@
 // name, trainers/README.md "Checkpoints") and for evaluating the whole model on one rank.
 //
 // Gathering: every rank writes the elements it answers for into a zeroed buffer laid out by the
-// model's whole table (its stage's range; under tensor parallelism its shards, the replicated
-// tensors from tp rank 0 only; parameters from dp rank 0 only, AdamW moments from every rank that
-// owns them: ZeRO-1's chunks, or dp rank 0's whole range) and one ncclReduce (sum) over the world
-// communicator assembles them on world rank 0. Every element has exactly one non-zero
+// model's whole table (its dp slice of every layer of its stage, the parameters and AdamW moments
+// from whichever buffer holds them: ZeRO-3's parameter shard, ZeRO-1/2/3's moment shards; under
+// tensor parallelism its shards, the replicated tensors from tp rank 0 only) and one ncclReduce
+// (sum) per buffer over the world communicator assembles them on world rank 0. Every element has exactly one non-zero
 // contributor, so the sum is exact. Loading: every rank reads the whole tensors and keeps its
 // part, so a checkpoint of any layout loads into any other.
 #pragma once

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
-#include <type_traits>
 
 namespace weft::trainers {
 namespace {
@@ -13,79 +12,71 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-template <typename T>
-ncclDataType_t nccl_type() {
-  return std::is_same_v<T, double> ? ncclFloat64 : ncclFloat32;
-}
-
 }  // namespace
 
 template <typename T>
 GridTrainer<T>::GridTrainer(const LocalModel<T>& model, const Grid& grid, const AdamWConfig& adamw,
-                            int zero_stage)
-    : model_(model), grid_(grid), zero_stage_(zero_stage) {
-  if (zero_stage < 0 || zero_stage > 1)
-    throw std::invalid_argument("the composed trainer runs ZeRO stage 0 or 1");
+                            const GridDataParallel& dp)
+    : model_(model), grid_(grid) {
   if (!model_.counted.empty() && model_.counted.size() != model_.table->tensors().size())
     throw std::invalid_argument("GridTrainer: one counted flag per tensor");
   if (model_.counted.empty()) model_.counted.assign(model_.table->tensors().size(), true);
-  dp_ = grid.shape().dp;
-  dp_rank_ = grid.coords().dp_rank;
-  const auto [begin, end] = model_.range;
-  chunk_ = (end - begin + dp_ - 1) / dp_;
-  owned_ = {std::min(end, begin + dp_rank_ * chunk_),
-            std::min(end, begin + (dp_rank_ + 1) * chunk_)};
-  const auto [lo, hi] = zero_stage == 1 ? owned_ : model_.range;
-  optimizer_ = std::make_unique<AdamW<T>>(adamw, *model_.table, lo, hi);
+  const auto& tensors = model_.table->tensors();
+  const auto [first, last] = model_.tensor_range;
+  if (first >= last) throw std::invalid_argument("GridTrainer: the rank trains no tensor");
+  GridDataParallel config = dp;
+  config.first_layer = tensors[first].layer;
+  config.last_layer = tensors[last - 1].layer;
+  // Sequence parallelism's fix-up sums replicated gradients over tp before they may be reduced
+  // over dp, so the buckets wait for the end of backward.
+  if (model_.reduce_replicated) config.overlap = false;
+  dp_ = std::make_unique<DataParallel<T>>(config, adamw, *model_.table, model_.params, model_.grads,
+                                          grid.dp());
+  if (dp_->layout().range() != model_.range)
+    throw std::invalid_argument("GridTrainer: the range is not the layers' range");
+  if (model_.set_layer_hooks) model_.set_layer_hooks(dp_.get());
 }
 
 template <typename T>
-void GridTrainer<T>::reduce_scatter_grads() {
-  const auto [begin, end] = model_.range;
-  staging_.assign(chunk_ * dp_, T(0));
-  std::copy(model_.grads + begin, model_.grads + end, staging_.begin());
-  T* mine = staging_.data() + dp_rank_ * chunk_;
-  check_nccl(ncclReduceScatter(staging_.data(), mine, chunk_, nccl_type<T>(), ncclSum, grid_.dp(),
-                               nullptr),
-             "data parallel: reduce-scatter of the gradients", grid_.dp());
-  std::copy(mine, mine + (owned_.second - owned_.first), model_.grads + owned_.first);
+GridTrainer<T>::~GridTrainer() {
+  if (model_.set_layer_hooks) model_.set_layer_hooks(nullptr);
 }
 
 template <typename T>
-void GridTrainer<T>::all_gather_range(T* buffer) {
-  const auto [begin, end] = model_.range;
-  staging_.assign(chunk_ * dp_, T(0));
-  T* mine = staging_.data() + dp_rank_ * chunk_;
-  std::copy(buffer + owned_.first, buffer + owned_.second, mine);
-  check_nccl(ncclAllGather(mine, staging_.data(), chunk_, nccl_type<T>(), grid_.dp(), nullptr),
-             "data parallel: all-gather", grid_.dp());
-  std::copy(staging_.begin(), staging_.begin() + (end - begin), buffer + begin);
+void GridTrainer<T>::owned_params_to_flat(T* params) const {
+  dp_->owned_params_to_flat(params);
+}
+
+template <typename T>
+void GridTrainer<T>::owned_state_to_flat(T* params, T* m, T* v) const {
+  dp_->owned_params_to_flat(params);
+  dp_->owned_moments_to_flat(m, v);
+}
+
+template <typename T>
+void GridTrainer<T>::load_state(const T* m, const T* v, int64_t steps) {
+  dp_->params_changed();
+  dp_->moments_from_flat(m, v);
+  dp_->optimizer().set_steps(steps);
 }
 
 template <typename T>
 GridStepStats GridTrainer<T>::step(const std::function<LocalPass()>& pass) {
   const double start = now_s();
-  const auto [begin, end] = model_.range;
-  std::fill(model_.grads + begin, model_.grads + end, T(0));
   const LocalPass local = pass();
   double comm = local.comm_s;
 
   double t0 = now_s();
   if (model_.reduce_replicated) model_.reduce_replicated();
-  if (dp_ > 1) {
-    reduce_scatter_grads();
-    if (zero_stage_ == 0) all_gather_range(model_.grads);
-  }
   comm += now_s() - t0;
+  DataParallelStep dp_step;
+  dp_->reduce_gradients(dp_step);
 
   const auto& tensors = model_.table->tensors();
   reduced_.assign(tensors.size() + 1, 0.0);
-  for (size_t i = model_.tensor_range.first; i < model_.tensor_range.second; ++i) {
-    if (!model_.counted[i]) continue;
-    const size_t lo = std::max(owned_.first, tensors[i].offset);
-    const size_t hi = std::min(owned_.second, tensors[i].offset + tensors[i].size);
-    if (lo < hi) reduced_[i] = grad_square_sum(model_.grads + lo, hi - lo);
-  }
+  for (size_t i = model_.tensor_range.first; i < model_.tensor_range.second; ++i)
+    if (model_.counted[i])
+      reduced_[i] = dp_->owned_square_sum(tensors[i].offset, tensors[i].offset + tensors[i].size);
   reduced_.back() = local.loss_share;
   t0 = now_s();
   check_nccl(ncclAllReduce(reduced_.data(), reduced_.data(), reduced_.size(), ncclFloat64, ncclSum,
@@ -98,17 +89,12 @@ GridStepStats GridTrainer<T>::step(const std::function<LocalPass()>& pass) {
   GridStepStats stats;
   stats.loss = reduced_.back();
   stats.grad_norm = std::sqrt(square_sum);
-  const double coefficient = clip_coefficient(stats.grad_norm, optimizer_->config().clip_norm);
-  const size_t lo = optimizer_->begin(), hi = optimizer_->end();
-  scale_grads(model_.grads + lo, hi - lo, coefficient);
-  optimizer_->step(model_.params, model_.grads);
-  if (zero_stage_ == 1 && dp_ > 1) {
-    t0 = now_s();
-    all_gather_range(model_.params);
-    comm += now_s() - t0;
-  }
-  stats.comm_s = comm;
-  stats.compute_s = now_s() - start - comm;
+  dp_->apply_update(clip_coefficient(stats.grad_norm, adamw().clip_norm), dp_step);
+  // The data-parallel engine's waits: the reductions backward did not hide, ZeRO-3's layer
+  // gathers, ZeRO-1/2's parameter all-gathers.
+  stats.comm_s = comm + dp_step.comm_wait_s;
+  stats.optimizer_s = dp_step.optimizer_s;
+  stats.compute_s = now_s() - start - stats.comm_s;
   return stats;
 }
 

@@ -4,22 +4,26 @@
 //
 //   1. the tensor-parallel fix-up of replicated gradients (sequence parallelism leaves them
 //      partial: TpGpt::reduce_replicated_grads);
-//   2. data parallelism over Grid::dp(): the rank's range (a stage's layers, TP shards) is
-//      padded to a multiple of dp and reduce-scattered in place, so dp rank r holds the summed
-//      chunk r; ZeRO-0 all-gathers the sums back, ZeRO-1 keeps AdamW's moments for the chunk only;
+//   2. data parallelism over Grid::dp() (trainers/dp/data_parallel.h, the stage's layers only):
+//      gradient buckets reduce-scattered on a Weft host stream while backward runs (queued by
+//      the stage's layer hooks once the last micro-batch's backward has finished the bucket;
+//      all after backward with --overlap 0, or under sequence parallelism, whose fix-up of step 1
+//      must come first), each dp rank owning one slice of every layer. ZeRO-0 all-gathers the
+//      sums back; ZeRO-1 keeps AdamW's moments for the owned slices, ZeRO-2 also the summed
+//      gradients only, ZeRO-3 also the parameters only, gathering a layer over dp just before
+//      each forward or backward that uses it (every micro-batch) and freeing it after;
 //   3. the clipping norm: one all-reduce over the world communicator of a vector with a slot per
 //      tensor of the table (every rank's table has the model's tensors in the same order) and one
 //      for the loss. A rank puts into slot i the square sum of the part of tensor i it answers
-//      for: its dp chunk of its stage's range, and replicated tensors only on tp rank 0, so every
-//      element of the model counts once. Every rank adds the slots in table order;
-//   4. clipping and AdamW on the chunk (ZeRO-1, then an in-place all-gather of the parameters
+//      for: its owned slice of its stage's tensors, and replicated tensors only on tp rank 0, so
+//      every element of the model counts once. Every rank adds the slots in table order;
+//   4. clipping and AdamW on the owned slices (ZeRO-1/2: then the parameters are all-gathered
 //      over dp) or the whole range (ZeRO-0).
 //
-// ZeRO-0 and ZeRO-1 reduce with the same calls and sum the same per-rank square sums, and AdamW
-// is elementwise, so their parameters are bitwise equal. With one dp and one tp rank every slot
-// has one contributor, so the norm is bitwise the one-process tensorwise_square_sum
-// (trainers/pp/pp_step.h) and a pipeline stays bitwise equal to one process accumulating its
-// micro-batches.
+// Every ZeRO stage reduces with the same calls and sums the same per-rank square sums, and AdamW
+// is elementwise, so their parameters are bitwise equal to plain DP's. With one dp and one tp
+// rank every slot has one contributor, so the norm is bitwise the one-process tensor-by-tensor
+// square sum and a pipeline stays bitwise equal to one process accumulating its micro-batches.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +34,9 @@
 
 #include "trainers/common/adamw.h"
 #include "trainers/common/tensor_table.h"
+#include "trainers/dp/data_parallel.h"
 #include "trainers/parallel/grid.h"
+#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 
@@ -47,13 +53,21 @@ struct LocalModel {
   std::vector<bool> counted;
   // Run after the gradients are complete and before the dp reduction; may be empty.
   std::function<void()> reduce_replicated;
+  // Installs (nullptr: removes) the hooks the model calls around each layer it runs.
+  std::function<void(LayerHooks*)> set_layer_hooks;
 };
 
+// How the step reduces over dp: DataParallelConfig's zero_stage, bucket_bytes, overlap and
+// microbatches (the layer range comes from the model).
+using GridDataParallel = DataParallelConfig;
+
 struct GridStepStats {
-  double loss = 0;       // the global batch's mean loss (every rank)
-  double grad_norm = 0;  // before clipping (every rank)
-  double comm_s = 0;     // time in communication calls (and waiting for pipeline neighbours)
-  double compute_s = 0;  // the rest of the step
+  double loss = 0;         // the global batch's mean loss (every rank)
+  double grad_norm = 0;    // before clipping (every rank)
+  double comm_s = 0;       // communication the computation did not hide: waits for the
+                           // reductions, ZeRO gathers, the norm, pipeline neighbours
+  double compute_s = 0;    // the rest of the step
+  double optimizer_s = 0;  // of compute_s: clipping and AdamW
 };
 
 // What the gradient producer reports: its share of the global mean loss (the loss slot adds
@@ -67,36 +81,42 @@ struct LocalPass {
 template <typename T>
 class GridTrainer {
  public:
-  // zero_stage 0 or 1 (throws std::invalid_argument otherwise). The model's buffers and the
-  // grid are not owned.
+  // The model's buffers and the grid are not owned and must outlive the trainer; the model's
+  // parameters must be initialised or loaded (ZeRO-3 keeps its shard of them), and its
+  // gradients zero. Installs the data-parallel hooks with model.set_layer_hooks.
   GridTrainer(const LocalModel<T>& model, const Grid& grid, const AdamWConfig& adamw,
-              int zero_stage);
+              const GridDataParallel& dp);
+  ~GridTrainer();
+  GridTrainer(const GridTrainer&) = delete;
+  GridTrainer& operator=(const GridTrainer&) = delete;
 
-  // Zeroes the range's gradients, calls pass() to fill them, reduces, clips and steps. Collective
-  // over the whole grid.
+  // Calls pass() to fill the gradients (the hooks reduce them as backward goes), reduces, clips
+  // and steps. Collective over the whole grid.
   GridStepStats step(const std::function<LocalPass()>& pass);
 
-  AdamW<T>& optimizer() { return *optimizer_; }
-  const AdamW<T>& optimizer() const { return *optimizer_; }
-  // The elements this rank's optimizer steps: [begin, end) of the flat buffer.
-  std::pair<size_t, size_t> owned() const { return owned_; }
-  int zero_stage() const { return zero_stage_; }
+  // The rank's part of whole-tensor gathers: the parameters and AdamW's m and v of the elements
+  // it owns (its dp slice of its stage's layers) in its local flat layout (table->total()
+  // elements; nothing else written). Over the dp ranks every element of the range is written once.
+  void owned_state_to_flat(T* params, T* m, T* v) const;
+  void owned_params_to_flat(T* params) const;
+  // Loads the rank's part from whole local-layout buffers (parameters already in model.params).
+  void load_state(const T* m, const T* v, int64_t steps);
+
+  int64_t steps() const { return dp_->optimizer().steps(); }
+  const AdamWConfig& adamw() const { return dp_->optimizer().config(); }
+  int zero_stage() const { return dp_->config().zero_stage; }
   const LocalModel<T>& model() const { return model_; }
+  // For layers run outside a pipeline stage (the MLP's step).
+  LayerHooks& hooks() { return *dp_; }
+  // The data-parallel engine (its bucket launch order, for tests and traces).
+  const DataParallel<T>& data_parallel() const { return *dp_; }
+  // Memory held against the ZeRO formulas (trainers/dp/memory.h), Psi = the stage's elements.
+  MemoryReport memory() const { return dp_->memory(); }
 
  private:
-  // In-place reduce-scatter (sum) of the range over dp; rank r's chunk lands in grads.
-  void reduce_scatter_grads();
-  // In-place all-gather over dp of every rank's chunk of `buffer`'s range.
-  void all_gather_range(T* buffer);
-
   LocalModel<T> model_;
   const Grid& grid_;
-  int zero_stage_;
-  int dp_ = 1, dp_rank_ = 0;
-  size_t chunk_ = 0;  // elements per dp rank, the range padded to a multiple of dp
-  std::pair<size_t, size_t> owned_;
-  std::unique_ptr<AdamW<T>> optimizer_;
-  std::vector<T> staging_;       // dp * chunk_
+  std::unique_ptr<DataParallel<T>> dp_;
   std::vector<double> reduced_;  // per tensor square sums, then the loss
 };
 

@@ -23,6 +23,7 @@
 #include "trainers/compose/gpt_grid.h"
 #include "trainers/compose/grid_state.h"
 #include "trainers/compose/grid_step.h"
+#include "trainers/dp/mlp_step.h"
 #include "trainers/parallel/grid.h"
 #include "trainers/pp/schedule.h"
 #include "weft/weft.h"
@@ -46,6 +47,20 @@ AdamWConfig adamw_config(const TrainOptions& o) {
   return c;
 }
 
+GridDataParallel dp_config(const TrainOptions& o) {
+  GridDataParallel c;
+  c.zero_stage = o.zero;
+  c.bucket_bytes = static_cast<size_t>(o.bucket_mb * (1 << 20));
+  c.overlap = o.overlap;
+  c.microbatches = o.microbatches;
+  return c;
+}
+
+// A validation: the mean loss, and for a classifier the accuracy (NaN otherwise).
+struct Evaluation {
+  double loss = NAN, accuracy = NAN;
+};
+
 bool under_launcher() {
   return std::getenv("WEFT_WORLD_SIZE") != nullptr || std::getenv("WORLD_SIZE") != nullptr;
 }
@@ -65,18 +80,20 @@ ncclComm_t make_world(const GridShape& shape) {
   return world;
 }
 
-// World rank 0's log: one line per step on stdout and, with --csv, one CSV row.
+// World rank 0's log: one line per step on stdout and, with --csv, one CSV row (a classifier's
+// has a last column test_accuracy).
 class StepLog {
  public:
-  StepLog(const TrainOptions& o, bool leader, int64_t first_step, const char* unit)
-      : leader_(leader), unit_(unit) {
+  StepLog(const TrainOptions& o, bool leader, int64_t first_step, const char* unit, bool accuracy)
+      : leader_(leader), unit_(unit), accuracy_(accuracy) {
     if (!leader || o.csv.empty()) return;
     // A resumed run appends to the log of the run it continues.
     csv_ = std::fopen(o.csv.c_str(), first_step > 0 ? "a" : "w");
     if (!csv_) throw std::runtime_error("cannot write " + o.csv);
     std::fseek(csv_, 0, SEEK_END);
     if (std::ftell(csv_) == 0)
-      std::fprintf(csv_, "step,loss,val_loss,%s_per_s,comm_s,compute_s\n", unit);
+      std::fprintf(csv_, "step,loss,val_loss,%s_per_s,comm_s,compute_s%s\n", unit,
+                   accuracy ? ",test_accuracy" : "");
   }
   ~StepLog() {
     if (csv_) std::fclose(csv_);
@@ -84,24 +101,30 @@ class StepLog {
   StepLog(const StepLog&) = delete;
   StepLog& operator=(const StepLog&) = delete;
 
-  void record(int64_t step, const GridStepStats& s, double per_s, double val_loss) {
+  void record(int64_t step, const GridStepStats& s, double per_s, const Evaluation& e) {
     if (!leader_) return;
-    std::printf("step %lld loss %.6f %s_per_s %.1f comm_s %.4f compute_s %.4f",
-                static_cast<long long>(step), s.loss, unit_, per_s, s.comm_s, s.compute_s);
-    if (!std::isnan(val_loss)) std::printf(" val_loss %.6f", val_loss);
+    std::printf("step %lld loss %.6f %s_per_s %.1f comm_s %.4f compute_s %.4f optimizer_s %.4f",
+                static_cast<long long>(step), s.loss, unit_, per_s, s.comm_s, s.compute_s,
+                s.optimizer_s);
+    if (!std::isnan(e.loss)) std::printf(" val_loss %.6f", e.loss);
+    if (!std::isnan(e.accuracy)) std::printf(" test_accuracy %.4f", e.accuracy);
     std::printf("\n");
     std::fflush(stdout);
     if (!csv_) return;
     // Losses with every digit, so that layouts compare exactly where they are exact.
     std::fprintf(csv_, "%lld,%.17g,", static_cast<long long>(step), s.loss);
-    if (!std::isnan(val_loss)) std::fprintf(csv_, "%.17g", val_loss);
-    std::fprintf(csv_, ",%.1f,%.6f,%.6f\n", per_s, s.comm_s, s.compute_s);
+    if (!std::isnan(e.loss)) std::fprintf(csv_, "%.17g", e.loss);
+    std::fprintf(csv_, ",%.1f,%.6f,%.6f", per_s, s.comm_s, s.compute_s);
+    if (accuracy_) std::fprintf(csv_, ",");
+    if (accuracy_ && !std::isnan(e.accuracy)) std::fprintf(csv_, "%.6f", e.accuracy);
+    std::fprintf(csv_, "\n");
     std::fflush(csv_);
   }
 
  private:
   bool leader_;
   const char* unit_;
+  bool accuracy_;
   std::FILE* csv_ = nullptr;
 };
 
@@ -127,7 +150,7 @@ void write_checkpoint(const TrainOptions& o, const Config& config, const GridTra
   if (grid.world_rank() != 0) return;
   Model whole(config);
   whole.params() = std::move(state.params);
-  AdamW<T> optimizer(trainer.optimizer().config(), whole.table());
+  AdamW<T> optimizer(trainer.adamw(), whole.table());
   optimizer.m() = std::move(state.m);
   optimizer.v() = std::move(state.v);
   optimizer.set_steps(state.steps);
@@ -145,11 +168,11 @@ template <typename T, typename Model, typename Config>
 void train_loop(const TrainOptions& o, const Config& config, const Grid& grid,
                 GridTrainer<T>& trainer, const WholeLayout<T>& layout, uint64_t seed,
                 const std::function<LocalPass(int64_t)>& pass,
-                const std::function<double(Model&)>& evaluate, double items_per_step,
-                const char* unit) {
+                const std::function<Evaluation(Model&)>& evaluate, double items_per_step,
+                const char* unit, bool accuracy) {
   const bool leader = grid.world_rank() == 0;
-  const int64_t first = trainer.optimizer().steps();
-  StepLog log(o, leader, first, unit);
+  const int64_t first = trainer.steps();
+  StepLog log(o, leader, first, unit, accuracy);
   std::unique_ptr<Model> eval_model;
   if (leader) eval_model = std::make_unique<Model>(config);
   int64_t checkpointed = -1;
@@ -158,23 +181,28 @@ void train_loop(const TrainOptions& o, const Config& config, const Grid& grid,
     const GridStepStats stats = trainer.step([&] { return pass(step); });
     const double per_s = items_per_step / (now_s() - start);
     const bool eval = step + 1 == o.steps || (o.eval_every > 0 && (step + 1) % o.eval_every == 0);
-    double val_loss = NAN;
+    Evaluation e;
     if (eval) {
       std::vector<T> params = gather_whole_params(trainer, layout, grid);
       if (leader) {
         eval_model->params() = std::move(params);
-        val_loss = evaluate(*eval_model);
+        e = evaluate(*eval_model);
       }
     }
-    log.record(step, stats, per_s, val_loss);
+    log.record(step, stats, per_s, e);
     if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 &&
         (step + 1) % o.checkpoint_every == 0) {
       write_checkpoint<T, Model>(o, config, trainer, layout, grid, seed);
       checkpointed = step + 1;
     }
   }
-  if (!o.checkpoint_dir.empty() && checkpointed != trainer.optimizer().steps())
+  if (!o.checkpoint_dir.empty() && checkpointed != trainer.steps())
     write_checkpoint<T, Model>(o, config, trainer, layout, grid, seed);
+  // Every rank's model states against the ZeRO paper's formulas (Psi: the rank's elements).
+  const std::string memory = trainer.memory().describe();
+  std::printf("rank %d (%s) memory: %s\n", grid.world_rank(), grid.describe().c_str(),
+              memory.c_str());
+  std::fflush(stdout);
 }
 
 template <typename T>
@@ -188,11 +216,10 @@ void train_gpt(const TrainOptions& o, const Grid& grid) {
   if (o.tp > 1 && o.sequence_parallel && (o.batch / o.dp / o.microbatches * o.seq) % o.tp != 0)
     throw std::invalid_argument("--sp: --tp must divide a micro-batch's rows x --seq");
   GridGpt<T> model(config, grid, o.sequence_parallel);
-  GridTrainer<T> trainer(model.local(), grid, adamw_config(o), o.zero);
   uint64_t seed = o.seed;
-  if (o.resume_dir.empty()) {
-    model.initialize(seed);
-  } else {
+  if (o.resume_dir.empty()) model.initialize(seed);
+  GridTrainer<T> trainer(model.local(), grid, adamw_config(o), dp_config(o));
+  if (!o.resume_dir.empty()) {
     WholeState<T> state;
     seed = read_checkpoint<T, Gpt<T>>(o, config, state);
     load_whole_state(state, model.layout(), trainer);
@@ -201,10 +228,10 @@ void train_gpt(const TrainOptions& o, const Grid& grid) {
   if (grid.world_rank() == 0)
     std::printf(
         "gpt: %zu parameters, vocab %d, dp %d x tp %d%s x pp %d (%s, %d micro-batches), "
-        "ZeRO-%d, from step %lld\n",
+        "ZeRO-%d, overlap %s, from step %lld\n",
         model.whole_table().total(), vocab.size(), o.dp, o.tp, o.sequence_parallel ? " sp" : "",
         o.pp, pipeline_schedule_name(schedule), o.microbatches, o.zero,
-        static_cast<long long>(trainer.optimizer().steps()));
+        o.overlap && !o.sequence_parallel ? "on" : "off", static_cast<long long>(trainer.steps()));
   std::fflush(stdout);
   const TextBatcher train_batches(&split.train, o.seq, seed);
   auto pass = [&](int64_t step) {
@@ -218,10 +245,10 @@ void train_gpt(const TrainOptions& o, const Grid& grid) {
       val_batches.batch(b, 0, o.batch, inputs.data(), targets.data());
       sum += whole.forward(inputs.data(), targets.data(), o.batch, o.seq);
     }
-    return sum / o.eval_batches;
+    return Evaluation{sum / o.eval_batches};
   };
   train_loop<T, Gpt<T>>(o, config, grid, trainer, model.layout(), seed, pass, evaluate,
-                        static_cast<double>(o.batch) * o.seq, "tokens");
+                        static_cast<double>(o.batch) * o.seq, "tokens", false);
 }
 
 template <typename T>
@@ -240,46 +267,50 @@ void train_mlp(const TrainOptions& o, const Grid& grid) {
   WholeLayout<T> layout{&table, {}, {}};
   layout.place = [total](const T* local, T* whole) { std::copy(local, local + total, whole); };
   layout.extract = layout.place;
-  LocalModel<T> local{&table,     model.params().data(),       model.grads().data(),
-                      {0, total}, {0, table.tensors().size()}, {},
-                      {}};
-  GridTrainer<T> trainer(local, grid, adamw_config(o), o.zero);
+  if (o.resume_dir.empty()) model.initialize(o.seed);
+  MlpDataParallelStep<T> runner;
+  LocalModel<T> local{
+      &table, model.params().data(), model.grads().data(), {0, total}, {0, table.tensors().size()}};
+  GridTrainer<T> trainer(local, grid, adamw_config(o), dp_config(o));
   uint64_t seed = o.seed;
-  if (o.resume_dir.empty()) {
-    model.initialize(seed);
-  } else {
+  if (!o.resume_dir.empty()) {
     WholeState<T> state;
     seed = read_checkpoint<T, Mlp<T>>(o, config, state);
     load_whole_state(state, layout, trainer);
   }
   if (grid.world_rank() == 0)
-    std::printf("mlp: %zu parameters, dp %d, ZeRO-%d, from step %lld\n", total, o.dp, o.zero,
-                static_cast<long long>(trainer.optimizer().steps()));
+    std::printf("mlp: %zu parameters, dp %d, ZeRO-%d, overlap %s, from step %lld\n", total, o.dp,
+                o.zero, o.overlap ? "on" : "off", static_cast<long long>(trainer.steps()));
   const int rows = o.batch / o.dp, dp_rank = grid.coords().dp_rank;
   const ImageBatcher<T> train_batches(&train_set, seed);
   std::vector<T> inputs(static_cast<size_t>(rows) * config.inputs);
   std::vector<int32_t> labels(rows);
-  // Each rank's mean-loss gradients weighted by its share of the global batch sum to the global
-  // batch's (the weight is exactly 1 on one rank).
-  const double share = static_cast<double>(rows) / o.batch;
+  // Layer by layer with the data-parallel hooks; the gradients are scaled by the global batch,
+  // so the ranks' sum to the global batch's mean-loss gradients.
   auto pass = [&](int64_t step) {
     train_batches.batch(step, dp_rank * rows, rows, inputs.data(), labels.data());
-    const double loss = model.forward(inputs.data(), labels.data(), rows);
-    model.backward();
-    if (o.dp > 1) scale_grads(model.grads().data(), total, share);
-    return LocalPass{loss * share, 0.0};
+    const double loss_sum = runner.forward_backward(model, trainer.hooks(), inputs.data(),
+                                                    labels.data(), rows, o.batch);
+    return LocalPass{loss_sum / o.batch, 0.0};
   };
+  // The whole test set, in chunks so that the activations stay small.
   const ImageBatcher<T> test_images(&test_set, seed);
   auto evaluate = [&](Mlp<T>& whole) {
-    const int test_rows = 1000;
-    std::vector<T> test_inputs(static_cast<size_t>(test_rows) * config.inputs);
-    std::vector<int32_t> test_labels(test_rows);
-    test_images.range(0, test_rows, test_inputs.data(), test_labels.data());
-    const double loss = whole.forward(test_inputs.data(), test_labels.data(), test_rows);
-    std::printf("test_accuracy %.3f\n", static_cast<double>(whole.correct()) / test_rows);
-    return loss;
+    const int chunk = 1000;
+    std::vector<T> x(static_cast<size_t>(chunk) * config.inputs);
+    std::vector<int32_t> y(chunk);
+    double loss_sum = 0;
+    int correct = 0;
+    for (int first = 0; first < test_set.count; first += chunk) {
+      const int n = std::min(chunk, test_set.count - first);
+      test_images.range(first, n, x.data(), y.data());
+      loss_sum += static_cast<double>(whole.forward(x.data(), y.data(), n)) * n;
+      correct += whole.correct();
+    }
+    return Evaluation{loss_sum / test_set.count, static_cast<double>(correct) / test_set.count};
   };
-  train_loop<T, Mlp<T>>(o, config, grid, trainer, layout, seed, pass, evaluate, o.batch, "samples");
+  train_loop<T, Mlp<T>>(o, config, grid, trainer, layout, seed, pass, evaluate, o.batch, "samples",
+                        true);
 }
 
 }  // namespace

@@ -53,26 +53,27 @@ DataParallel<T>::DataParallel(const DataParallelConfig& config, const AdamWConfi
       params_(params),
       grads_(grads),
       dp_(dp),
-      layout_(table, comm_size(dp), comm_rank(dp), config.bucket_bytes, sizeof(T)) {
+      layout_(table, comm_size(dp), comm_rank(dp), config.bucket_bytes, sizeof(T),
+              config.first_layer, config.last_layer) {
   if (config.zero_stage < 0 || config.zero_stage > 3)
     throw std::invalid_argument("dp: ZeRO stage must be 0, 1, 2 or 3");
+  if (config.microbatches < 1) throw std::invalid_argument("dp: micro-batches must be >= 1");
   check_nccl(weftStreamCreate(&stream_), "dp: weftStreamCreate");
   const int stage = config.zero_stage;
+  const auto [begin, end] = layout_.range();
   if (stage == 0) {
-    optimizer_ = std::make_unique<AdamW<T>>(adamw, table_);
+    optimizer_ = std::make_unique<AdamW<T>>(adamw, table_, begin, end);
   } else {
     const TensorTable shard = layout_.shard_table(table_);
     optimizer_ = std::make_unique<AdamW<T>>(adamw, shard);
   }
-  const size_t bytes = table_.total() * sizeof(T);
   if (stage >= 2) {
     shard_grads_.assign(layout_.shard_elements(), T(0));
-    release_memory(grads_, bytes);
+    release_range(grads_);
   }
   if (stage == 3) {
     shard_params_.assign(layout_.shard_elements(), T(0));
-    layout_.flat_to_shard(params_, shard_params_.data());
-    release_memory(params_, bytes);
+    params_changed();
     size_t largest = 0;
     for (const LayerShard& s : layout_.layers()) largest = std::max(largest, s.slice);
     gathered_.assign(largest * layout_.ranks(), T(0));
@@ -81,6 +82,59 @@ DataParallel<T>::DataParallel(const DataParallelConfig& config, const AdamWConfi
   }
   launched_.assign(layout_.buckets().size(), false);
   staging_.resize(layout_.buckets().size());
+  backwards_done_.assign(layout_.layers().size(), 0);
+}
+
+template <typename T>
+void DataParallel<T>::release_range(T* buffer) {
+  const auto [begin, end] = layout_.range();
+  release_memory(buffer + begin, (end - begin) * sizeof(T));
+}
+
+template <typename T>
+void DataParallel<T>::params_changed() {
+  if (config_.zero_stage != 3) return;
+  layout_.flat_to_shard(params_, shard_params_.data());
+  release_range(params_);
+}
+
+template <typename T>
+void DataParallel<T>::owned_params_to_flat(T* flat) const {
+  if (config_.zero_stage == 3) {
+    layout_.shard_to_flat(shard_params_.data(), flat);
+    return;
+  }
+  for (const LayerShard& s : layout_.layers())
+    std::copy(params_ + s.owned_begin(layout_.rank()), params_ + s.owned_end(layout_.rank()),
+              flat + s.owned_begin(layout_.rank()));
+}
+
+template <typename T>
+void DataParallel<T>::owned_moments_to_flat(T* m, T* v) const {
+  const AdamW<T>& opt = *optimizer_;
+  if (config_.zero_stage >= 1) {
+    layout_.shard_to_flat(opt.m().data(), m);
+    layout_.shard_to_flat(opt.v().data(), v);
+    return;
+  }
+  const int rank = layout_.rank();
+  for (const LayerShard& s : layout_.layers()) {
+    const size_t lo = s.owned_begin(rank), hi = s.owned_end(rank), at = lo - opt.begin();
+    std::copy(opt.m().begin() + at, opt.m().begin() + at + (hi - lo), m + lo);
+    std::copy(opt.v().begin() + at, opt.v().begin() + at + (hi - lo), v + lo);
+  }
+}
+
+template <typename T>
+void DataParallel<T>::moments_from_flat(const T* m, const T* v) {
+  AdamW<T>& opt = *optimizer_;
+  if (config_.zero_stage >= 1) {
+    layout_.flat_to_shard(m, opt.m().data());
+    layout_.flat_to_shard(v, opt.v().data());
+    return;
+  }
+  std::copy(m + opt.begin(), m + opt.end(), opt.m().begin());
+  std::copy(v + opt.begin(), v + opt.end(), opt.v().begin());
 }
 
 template <typename T>
@@ -96,6 +150,7 @@ void DataParallel<T>::mark_compute_start() {
   step_start_ = now_s();
   hook_s_ = gather_s_ = 0;
   layers_done_backward_ = 0;
+  std::fill(backwards_done_.begin(), backwards_done_.end(), 0);
   launch_order_.clear();
   layers_left_at_launch_.clear();
 }
@@ -143,10 +198,11 @@ void DataParallel<T>::after_backward(int layer) {
   const double start = now_s();
   if (config_.zero_stage == 3) free_layer(layer);
   const int index = layout_.layer_index(layer);
-  if (index >= 0) {
+  // A layer is done when the last micro-batch's backward has run it; a bucket is complete when
+  // its first (lowest) layer is done.
+  if (index >= 0 && ++backwards_done_[index] == config_.microbatches) {
     ++layers_done_backward_;
     const int bucket = layout_.bucket_of(index);
-    // A bucket is complete when backward has finished its first (lowest) layer.
     if (config_.overlap && layout_.buckets()[bucket].first_layer == index) launch_bucket(bucket);
   }
   hook_s_ += now_s() - start;
@@ -176,8 +232,21 @@ void DataParallel<T>::launch_bucket(int bucket) {
 
 template <typename T>
 DataParallelStep DataParallel<T>::finish_step() {
-  mark_compute_start();
   DataParallelStep out;
+  reduce_gradients(out);
+  // The norm: every stage sums its owned elements' squares layer by layer, then over the ranks.
+  double square_sum = 0;
+  const int rank = layout_.rank();
+  for (const LayerShard& s : layout_.layers())
+    square_sum += owned_square_sum(s.owned_begin(rank), s.owned_end(rank));
+  out.grad_norm = std::sqrt(sum_over_ranks(square_sum));
+  apply_update(clip_coefficient(out.grad_norm, optimizer_->config().clip_norm), out);
+  return out;
+}
+
+template <typename T>
+void DataParallel<T>::reduce_gradients(DataParallelStep& out) {
+  mark_compute_start();
   const double wait_start = now_s();
   out.compute_s = wait_start - step_start_ - hook_s_ - gather_s_;
   for (size_t b = 0; b < launched_.size(); ++b)
@@ -185,8 +254,8 @@ DataParallelStep DataParallel<T>::finish_step() {
   check_nccl(weftStreamSynchronize(stream_), "dp: wait for the gradient reductions");
   const int stage = config_.zero_stage, rank = layout_.rank();
   const auto& buckets = layout_.buckets();
-  size_t staged = 0;
-  for (const auto& s : staging_) staged += vector_bytes(s);
+  staged_bytes_ = 0;
+  for (const auto& s : staging_) staged_bytes_ += vector_bytes(s);
   if (stage == 1) shard_grads_.assign(layout_.shard_elements(), T(0));
   for (size_t i = 0; i < buckets.size(); ++i) {
     const GradientBucket& b = buckets[i];
@@ -197,20 +266,31 @@ DataParallelStep DataParallel<T>::finish_step() {
       std::copy(mine, mine + b.chunk, shard_grads_.data() + b.shard_offset);
     }
   }
-  const double optimizer_start = now_s();
-  out.comm_wait_s = optimizer_start - wait_start + gather_s_;
+  out.comm_wait_s = now_s() - wait_start + gather_s_;
+}
 
-  // The norm: every stage sums its owned elements' squares layer by layer, then over the ranks.
-  double square_sum = 0;
-  for (const LayerShard& s : layout_.layers()) {
-    const size_t lo = s.owned_begin(rank), hi = s.owned_end(rank);
-    square_sum += stage == 0 ? grad_square_sum(grads_ + lo, hi - lo)
-                             : grad_square_sum(shard_grads_.data() + s.shard_offset, hi - lo);
-  }
-  out.grad_norm = std::sqrt(sum_over_ranks(square_sum));
-  const double coefficient = clip_coefficient(out.grad_norm, optimizer_->config().clip_norm);
+template <typename T>
+double DataParallel<T>::owned_square_sum(size_t lo, size_t hi) const {
+  const int index = layout_.layer_index(table_layer_of(lo));
+  if (index < 0 || lo >= hi) return 0;
+  const LayerShard& s = layout_.layers()[index];
+  const size_t a = std::max(lo, s.owned_begin(layout_.rank()));
+  const size_t b = std::min(hi, s.owned_end(layout_.rank()));
+  if (a >= b) return 0;
+  if (config_.zero_stage == 0) return grad_square_sum(grads_ + a, b - a);
+  return grad_square_sum(shard_grads_.data() + s.shard_offset + (a - s.owned_begin(layout_.rank())),
+                         b - a);
+}
+
+template <typename T>
+void DataParallel<T>::apply_update(double coefficient, DataParallelStep& out) {
+  const double optimizer_start = now_s();
+  const int stage = config_.zero_stage;
+  const auto& buckets = layout_.buckets();
+  size_t staged = staged_bytes_;
+  const auto [begin, end] = layout_.range();
   if (stage == 0) {
-    scale_grads(grads_, table_.total(), coefficient);
+    scale_grads(grads_ + begin, end - begin, coefficient);
     optimizer_->step(params_, grads_);
   } else {
     scale_grads(shard_grads_.data(), shard_grads_.size(), coefficient);
@@ -238,12 +318,11 @@ DataParallelStep DataParallel<T>::finish_step() {
   if (out.optimizer_s == 0) out.optimizer_s = now_s() - optimizer_start;
 
   // Gradients back to zero for the next step; what a stage does not hold goes back to the kernel.
-  const size_t bytes = table_.total() * sizeof(T);
   if (stage >= 2)
-    release_memory(grads_, bytes);
+    release_range(grads_);
   else
-    std::fill(grads_, grads_ + table_.total(), T(0));
-  if (stage == 3) release_memory(params_, bytes);
+    std::fill(grads_ + begin, grads_ + end, T(0));
+  if (stage == 3) release_range(params_);
   if (stage == 1) {
     staged += vector_bytes(shard_grads_);
     free_vector(shard_grads_);
@@ -252,7 +331,13 @@ DataParallelStep DataParallel<T>::finish_step() {
   for (auto& s : staging_) free_vector(s);
   launched_.assign(buckets.size(), false);
   step_started_ = false;
-  return out;
+}
+
+template <typename T>
+int DataParallel<T>::table_layer_of(size_t element) const {
+  for (const TensorInfo& t : table_.tensors())
+    if (element >= t.offset && element < t.offset + t.size) return t.layer;
+  return -1;
 }
 
 template <typename T>
@@ -265,11 +350,8 @@ double DataParallel<T>::sum_over_ranks(double value) const {
 
 template <typename T>
 void DataParallel<T>::gather_params(T* out) {
-  if (config_.zero_stage < 3) {
-    std::copy(params_, params_ + table_.total(), out);
-    return;
-  }
-  std::fill(out, out + table_.total(), T(0));
+  std::copy(params_, params_ + table_.total(), out);
+  if (config_.zero_stage < 3) return;
   for (const LayerShard& s : layout_.layers()) {
     check_nccl(ncclAllGather(shard_params_.data() + s.shard_offset, gathered_.data(), s.slice,
                              nccl_type<T>(), gather_comm_, nullptr),
@@ -283,12 +365,13 @@ MemoryReport DataParallel<T>::memory() const {
   MemoryReport r;
   r.formula.stage = config_.zero_stage;
   r.formula.ranks = layout_.ranks();
-  r.formula.psi = table_.total();
+  const auto [begin, end] = layout_.range();
+  r.formula.psi = end - begin;
   r.formula.shard = layout_.shard_elements();
   r.formula.element_bytes = sizeof(T);
-  const size_t bytes = table_.total() * sizeof(T);
-  r.params = resident_bytes(params_, bytes) + vector_bytes(shard_params_);
-  r.grads = resident_bytes(grads_, bytes) + vector_bytes(shard_grads_);
+  const size_t bytes = (end - begin) * sizeof(T);
+  r.params = resident_bytes(params_ + begin, bytes) + vector_bytes(shard_params_);
+  r.grads = resident_bytes(grads_ + begin, bytes) + vector_bytes(shard_grads_);
   r.optimizer = vector_bytes(optimizer_->m()) + vector_bytes(optimizer_->v());
   r.transient = transient_bytes_;
   return r;

@@ -9,7 +9,7 @@
 namespace weft::trainers {
 
 template <typename T>
-double MlpDataParallelStep<T>::forward_backward(Mlp<T>& model, DataParallel<T>& dp, const T* inputs,
+double MlpDataParallelStep<T>::forward_backward(Mlp<T>& model, LayerHooks& dp, const T* inputs,
                                                 const int32_t* labels, int rows, int global_rows) {
   const int layers = model.num_layers(), classes = model.config().classes;
   for (int n = 0; n < rows; ++n)

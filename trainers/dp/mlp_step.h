@@ -1,14 +1,14 @@
-// One data-parallel training step of the MLP classifier: this rank's rows of the global batch,
-// layer by layer, with the DataParallel hooks around every layer (table layer i = fc<i>), so
+// One training step of the MLP classifier: this rank's rows of the global batch,
+// layer by layer, with the LayerHooks (DataParallel) around every layer (table layer i = fc<i>), so
 // that gradient buckets are reduced while backward continues and ZeRO-3 gathers each layer just
-// before it runs. The MLP counterpart of GptDataParallelStep.
+// before it runs. weft-train's MLP runs it (trainers/compose/train_grid.cc).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "trainers/common/mlp.h"
-#include "trainers/dp/data_parallel.h"
+#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 
@@ -19,8 +19,8 @@ class MlpDataParallelStep {
   // the mean over the global batch, so the gradients the ranks sum are the global batch's.
   // Returns the sum of this rank's per-image losses (sum it over the ranks after finish_step and
   // divide by global_rows for the batch's mean loss).
-  double forward_backward(Mlp<T>& model, DataParallel<T>& dp, const T* inputs,
-                          const int32_t* labels, int rows, int global_rows);
+  double forward_backward(Mlp<T>& model, LayerHooks& dp, const T* inputs, const int32_t* labels,
+                          int rows, int global_rows);
 
   // Rows of the last forward whose largest logit is the label.
   int correct() const { return correct_; }

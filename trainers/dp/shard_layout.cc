@@ -15,11 +15,12 @@ size_t LayerShard::owned_end(int rank) const {
 }
 
 ShardLayout::ShardLayout(const TensorTable& table, int ranks, int rank, size_t bucket_bytes,
-                         size_t element_bytes)
+                         size_t element_bytes, int first_layer, int last_layer)
     : ranks_(ranks), rank_(rank), total_(table.total()) {
   if (ranks < 1 || rank < 0 || rank >= ranks) throw std::invalid_argument("shard layout: rank");
   table_layer_to_index_.assign(table.num_layers(), -1);
-  for (int l = 0; l < table.num_layers(); ++l) {
+  const int end_layer = last_layer < 0 ? table.num_layers() : last_layer + 1;
+  for (int l = std::max(first_layer, 0); l < std::min(end_layer, table.num_layers()); ++l) {
     const auto [begin, end] = table.layer_range(l);
     if (begin >= end) continue;
     LayerShard s;
@@ -56,6 +57,11 @@ ShardLayout::ShardLayout(const TensorTable& table, int ranks, int rank, size_t b
     buckets_.push_back(b);
     i = b.first_layer - 1;
   }
+}
+
+std::pair<size_t, size_t> ShardLayout::range() const {
+  if (layers_.empty()) return {0, 0};
+  return {layers_.front().begin, layers_.back().end};
 }
 
 int ShardLayout::layer_index(int table_layer) const {

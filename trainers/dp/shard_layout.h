@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "trainers/common/tensor_table.h"
@@ -41,15 +42,19 @@ struct GradientBucket {
 
 class ShardLayout {
  public:
-  // bucket_bytes: the cap of a bucket's gradient bytes (elements * element_bytes).
+  // bucket_bytes: the cap of a bucket's gradient bytes (elements * element_bytes). Only the
+  // table layers [first_layer, last_layer] are sharded (a pipeline stage's; last_layer < 0: up
+  // to the table's last).
   ShardLayout(const TensorTable& table, int ranks, int rank, size_t bucket_bytes,
-              size_t element_bytes);
+              size_t element_bytes, int first_layer = 0, int last_layer = -1);
 
   int ranks() const { return ranks_; }
   int rank() const { return rank_; }
   size_t total() const { return total_; }                // elements of the flat buffer
   size_t shard_elements() const { return shard_size_; }  // elements of one shard buffer
-  // The layers that hold tensors, in forward order.
+  // The flat range the layers cover (empty when they hold no tensors).
+  std::pair<size_t, size_t> range() const;
+  // The layers that hold tensors, in forward order (of the layer range given).
   const std::vector<LayerShard>& layers() const { return layers_; }
   // Buckets in the order backward completes them (the last layers first).
   const std::vector<GradientBucket>& buckets() const { return buckets_; }

@@ -57,7 +57,9 @@ const T* GptStage<T>::forward(int micro, const MicroBatch& batch, const T* input
   MicroState& s = micros_[micro];
   if (is_first()) {
     s.embedded.assign(boundary_elements(batch), T(0));
+    this->before_forward(0);
     model_.embed_forward(batch.tokens, batch.rows, batch.seq, s.embedded.data());
+    this->after_forward(0);
     input = s.embedded.data();
   }
   s.input = input;
@@ -65,11 +67,16 @@ const T* GptStage<T>::forward(int micro, const MicroBatch& batch, const T* input
   const T* x = input;
   for (int b = first_block_; b < end_block_; ++b) {
     GptBlockActivations<T>& a = s.blocks[b - first_block_];
+    this->before_forward(b + 1);
     model_.block_forward(b, x, batch.rows, batch.seq, a);
+    this->after_forward(b + 1);
     x = a.out.data();
   }
   if (!is_last()) return x;
+  const int head = model_.config().layers + 1;
+  this->before_forward(head);
   s.loss = model_.head_forward(x, batch.targets, batch.rows, batch.seq, s.head);
+  this->after_forward(head);
   return nullptr;
 }
 
@@ -95,18 +102,27 @@ const T* GptStage<T>::backward(int micro, const MicroBatch& batch, const T* outp
   if (is_last()) {
     const T* x = blocks > 0 ? s.blocks.back().out.data() : s.input;
     dnext_.assign(n, T(0));
+    const int head = model_.config().layers + 1;
+    this->before_backward(head);
     model_.head_backward(x, s.head, batch.targets, static_cast<T>(batch.loss_scale), dnext_.data(),
                          batch.rows, batch.seq);
+    this->after_backward(head);
   } else {
     dnext_.assign(output_grad, output_grad + n);
   }
   for (int i = blocks - 1; i >= 0; --i) {
     dx_.assign(n, T(0));
+    this->before_backward(first_block_ + i + 1);
     model_.block_backward(first_block_ + i, block_input(i), s.blocks[i], dnext_.data(), dx_.data(),
                           batch.rows, batch.seq, scratch_);
+    this->after_backward(first_block_ + i + 1);
     std::swap(dx_, dnext_);
   }
-  if (is_first()) model_.embed_backward(batch.tokens, batch.rows, batch.seq, dnext_.data());
+  if (is_first()) {
+    this->before_backward(0);
+    model_.embed_backward(batch.tokens, batch.rows, batch.seq, dnext_.data());
+    this->after_backward(0);
+  }
   micros_.erase(it);
   return is_first() ? nullptr : dnext_.data();
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainers/common/tensor_table.h"
+#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 
@@ -62,6 +63,26 @@ class PipelineStage {
 
   // Micro-batches whose forward ran and whose backward has not: the activations held.
   virtual int in_flight() const = 0;
+
+  // Calls hooks around every layer the stage runs from now on (nullptr: none). Not owned.
+  void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
+
+ protected:
+  void before_forward(int layer) {
+    if (hooks_) hooks_->before_forward(layer);
+  }
+  void after_forward(int layer) {
+    if (hooks_) hooks_->after_forward(layer);
+  }
+  void before_backward(int layer) {
+    if (hooks_) hooks_->before_backward(layer);
+  }
+  void after_backward(int layer) {
+    if (hooks_) hooks_->after_backward(layer);
+  }
+
+ private:
+  LayerHooks* hooks_ = nullptr;
 };
 
 // The model layers [first, last] of one stage, in the table's layer numbering.
