@@ -123,11 +123,13 @@ bool TaskSet::checkPoison() {
     if (!states_[i].running) continue;
     states_[i].interpreter.everyAwaitedLink(
         [&](transport::Connection* c, int peer, bool receiving) {
-          const bool ended = c->peerEnded();
-          if (!ended && !c->poisoned()) return true;
-          // What the peer posted before it gave up still counts: fail only where a lane waits
-          // for something the link will never bring.
-          if (!waitsInVain(c, receiving)) return true;
+          const bool ended = c->peerEnded(), poisoned = c->poisoned();
+          if (!ended && !poisoned) return true;
+          // A peer that gave up fails every lane waiting on it (it may wait for the peer to
+          // release a message by reference, which no slot shows). A peer that only ended (it
+          // finished, or exited) fails a lane only where the link will never bring what it
+          // waits for: what the peer posted before it ended still counts.
+          if (!poisoned && !waitsInVain(c, receiving)) return true;
           const int cause = c->poisonCause();
           error_ = {Status::kRemoteError, poisonedLinkText(c, peer, cause, ended),
                     static_cast<int>(i), cause >= 0 ? cause : peer};

@@ -5,9 +5,9 @@
 // model's whole table (its dp slice of every layer of its stage, the parameters and AdamW moments
 // from whichever buffer holds them: ZeRO-3's parameter shard, ZeRO-1/2/3's moment shards; under
 // tensor parallelism its shards, the replicated tensors from tp rank 0 only) and one ncclReduce
-// (sum) per buffer over the world communicator assembles them on world rank 0. Every element has exactly one non-zero
-// contributor, so the sum is exact. Loading: every rank reads the whole tensors and keeps its
-// part, so a checkpoint of any layout loads into any other.
+// (sum) per buffer over the world communicator assembles them on world rank 0. Every element has
+// exactly one non-zero contributor, so the sum is exact. Loading: every rank reads the whole
+// tensors and keeps its part, so a checkpoint of any layout loads into any other.
 #pragma once
 
 #include <cstdint>
