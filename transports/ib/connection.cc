@@ -19,6 +19,10 @@ namespace weft::ib {
 namespace {
 
 constexpr uint64_t kMinPart = 8192;  // smallest part of a message on one queue pair
+// Local ACK timeout, 4.096 us * 2^20 (about 4 s; NCCL_IB_TIMEOUT's default): a dead peer is seen
+// on the control socket, so a long timeout costs nothing and spares spurious retransmissions on
+// slow (emulated) links.
+constexpr uint8_t kAckTimeout = 20;
 
 std::atomic<void (*)(int, QpInfo*)> setupForger{nullptr};
 
@@ -305,7 +309,7 @@ void IbConnection::connectQps() {
     }
     ibv_qp_attr r{};
     r.qp_state = IBV_QPS_RTS;
-    r.timeout = 14;
+    r.timeout = kAckTimeout;
     r.retry_cnt = 7;
     r.rnr_retry = 7;  // the receiver reposts receives as it polls: wait for it
     r.sq_psn = psn_;
