@@ -3,6 +3,8 @@
 //       rank 0 or 1 of a transport-level pair: ordered, zero-byte and odd-sized messages both
 //       ways, a full FIFO drained later, many channels at once, a checked stream, poison; then
 //       rank 1 kills itself and rank 0 must see the connection fail within 5 s, naming rank 1.
+//   two_hosts bench TRANSPORT RANK ID_FILE MIB
+//       a checked stream of MIB MiB from rank 0 to rank 1 over TRANSPORT (ib or tcp), timed
 //   two_hosts kill INDEX PROCS RANKS_PER_PROC ID_FILE VICTIM
 //       process INDEX of PROCS runs all-reduces on a communicator; process VICTIM kills itself
 //       after a few, and every other rank must see its collective fail within 5 s with an error
@@ -114,7 +116,37 @@ void recvAll(transport::Connection& c, const std::vector<uint32_t>& sizes, const
   }
 }
 
-int runPair(int rank, const std::string& idFile) {
+// A stream of `total` bytes on `c` whose 8-byte words hold their offset, checked by rank 1;
+// returns the seconds it took.
+double checkedStream(transport::Connection& c, int rank, uint64_t total, uint32_t s) {
+  const auto start = Clock::now();
+  uint64_t at = 0, seq = 0;
+  while (at < total) {
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s, total - at));
+    if (rank == 0) {
+      void* p = nullptr;
+      while (!(p = c.sendSlot())) checkHealth(c, "stream");
+      auto* w = static_cast<uint64_t*>(p);
+      for (uint32_t i = 0; i < n / 8; ++i) w[i] = at + 8ull * i;
+      c.post(n, static_cast<uint32_t>(seq++));
+    } else {
+      uint32_t bytes = 0, tag = 0;
+      std::string why;
+      const uint8_t* p = recvOne(c, &bytes, &tag, std::chrono::seconds(60), &why);
+      if (!p || bytes != n || tag != seq++) die("stream at " + std::to_string(at) + ": " + why);
+      const auto* w = reinterpret_cast<const uint64_t*>(p);
+      for (uint32_t i = 0; i < n / 8; ++i)
+        if (w[i] != at + 8ull * i) die("stream: wrong word at " + std::to_string(at + 8 * i));
+      c.release();
+    }
+    at += n;
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// `name`: the transport ("ib", or "tcp" to compare); `benchMiB` > 0 runs only a checked stream
+// of that size and reports its rate.
+int runPair(int rank, const std::string& idFile, const std::string& name, int benchMiB) {
   bootstrap::UniqueIdBytes id{};
   if (rank == 0) id = bootstrap::generateUniqueId();
   if (!shareBytes(rank == 0, idFile, &id, sizeof(id))) die("no unique id at " + idFile);
@@ -122,8 +154,8 @@ int runPair(int rank, const std::string& idFile) {
                                            std::chrono::seconds(120));
   transport::Transport* ib = nullptr;
   for (transport::Transport* t : transport::transports())
-    if (std::string(t->name()) == "ib") ib = t;
-  if (!ib) die("this build has no ib transport");
+    if (t->name() == name) ib = t;
+  if (!ib) die("this build has no " + name + " transport");
   Tuning tuning = Tuning::fromEnvironment();
   std::vector<transport::PeerInfo> peers(2);
   std::vector<std::shared_ptr<Doorbell>> bells = {std::make_shared<Doorbell>(),
@@ -142,8 +174,18 @@ int runPair(int rank, const std::string& idFile) {
   peers[rank] = transport::localPeerInfo(rank);
   ib->publish(&ctx, &peers[rank]);
   boot->allgather(peers.data(), sizeof(transport::PeerInfo));
-  if (!ib->canConnect(peers[0], peers[1])) die("ib cannot link the two hosts");
+  if (!ib->canConnect(peers[0], peers[1])) die(name + " cannot link the two hosts");
   const int peer = 1 - rank;
+  if (benchMiB > 0) {
+    auto c = ib->connect(ctx, peer, 0);
+    checkedStream(*c, rank, 8ull << 20, static_cast<uint32_t>(ctx.slotBytes));  // warm-up
+    const uint64_t total = static_cast<uint64_t>(benchMiB) << 20;
+    const double secs = checkedStream(*c, rank, total, static_cast<uint32_t>(ctx.slotBytes));
+    boot->barrier();
+    std::printf("rank %d: %s: %d MiB in slots of %zu B: %.1f MB/s\n", rank, name.c_str(), benchMiB,
+                ctx.slotBytes, total / secs / 1e6);
+    return 0;
+  }
   std::vector<Conn> conns;
   for (int ch = 0; ch < 13; ++ch) conns.push_back(ib->connect(ctx, peer, ch));
   const uint32_t s = static_cast<uint32_t>(ctx.slotBytes);
@@ -226,35 +268,9 @@ int runPair(int rank, const std::string& idFile) {
   std::printf("rank %d: 8 channels both ways at once: ok\n", rank);
 
   // A stream of 32 MiB whose 8-byte words hold their offset.
-  {
-    const uint64_t total = 32ull << 20;
-    const auto start = Clock::now();
-    uint64_t at = 0, seq = 0;
-    transport::Connection& c = *conns[10];
-    while (at < total) {
-      const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(s, total - at));
-      if (rank == 0) {
-        void* p = nullptr;
-        while (!(p = c.sendSlot())) checkHealth(c, "stream");
-        auto* w = static_cast<uint64_t*>(p);
-        for (uint32_t i = 0; i < n / 8; ++i) w[i] = at + 8ull * i;
-        c.post(n, static_cast<uint32_t>(seq++));
-      } else {
-        uint32_t bytes = 0, tag = 0;
-        std::string why;
-        const uint8_t* p = recvOne(c, &bytes, &tag, std::chrono::seconds(60), &why);
-        if (!p || bytes != n || tag != seq++) die("stream at " + std::to_string(at) + ": " + why);
-        const auto* w = reinterpret_cast<const uint64_t*>(p);
-        for (uint32_t i = 0; i < n / 8; ++i)
-          if (w[i] != at + 8ull * i) die("stream: wrong word at " + std::to_string(at + 8 * i));
-        c.release();
-      }
-      at += n;
-    }
-    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("rank %d: 32 MiB checked stream: ok (%.1f MB/s under emulation)\n", rank,
-                total / secs / 1e6);
-  }
+  const double streamSecs = checkedStream(*conns[10], rank, 32ull << 20, s);
+  std::printf("rank %d: 32 MiB checked stream: ok (%.1f MB/s under emulation)\n", rank,
+              (32 << 20) / streamSecs / 1e6);
 
   // Poison from rank 1 reaches rank 0.
   boot->barrier();
@@ -335,12 +351,14 @@ int runKill(int index, int procs, int perProc, const std::string& idFile, int vi
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "pair" && argc == 4) return weft::test::runPair(std::atoi(argv[2]), argv[3]);
+  if (mode == "pair" && argc == 4) return weft::test::runPair(std::atoi(argv[2]), argv[3], "ib", 0);
+  if (mode == "bench" && argc == 6)
+    return weft::test::runPair(std::atoi(argv[3]), argv[4], argv[2], std::atoi(argv[5]));
   if (mode == "kill" && argc == 7)
     return weft::test::runKill(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
                                std::atoi(argv[6]));
   std::fprintf(stderr,
                "usage: two_hosts pair RANK ID_FILE | kill INDEX PROCS RANKS_PER_PROC ID_FILE "
-               "VICTIM\n");
+               "VICTIM | bench TRANSPORT RANK ID_FILE MIB\n");
   return 2;
 }
