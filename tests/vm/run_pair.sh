@@ -1,9 +1,10 @@
 #!/bin/bash
 # Boots two QEMU guests (TCG) joined by a private virtual Ethernet and runs one script in each.
-# Guest i (0 or 1) has eth0 at 198.18.0.(i+1)/24; the link is a unix stream socket between the
-# two qemu processes, so there is no route out of it and no host port is used. A stream loses no
-# frames (like RoCE over a lossless fabric): datagram sockets drop frames whenever the receiving
-# qemu falls behind, and soft-RoCE's recovery from lost frames under emulation is unreliable.
+# Guest i (0 or 1) has eth0 at 198.18.0.(i+1)/24; the link is a TCP connection on the host's
+# loopback between the two qemu processes (qemu's socket netdev), so there is no route out of it.
+# A stream loses no frames (like RoCE over a lossless fabric): datagram sockets drop frames
+# whenever the receiving qemu falls behind, and soft-RoCE's recovery from lost frames under
+# emulation is unreliable. (qemu 7.2's newer "stream" netdev stalled for good mid-run.)
 # The host's root is the guests' root (read-only 9p), so SCRIPT and the binaries it starts are
 # host paths; each guest's /tmp/work is WORKDIR/guestI on the host (writable).
 #
@@ -43,6 +44,8 @@ sockdir=$(mktemp -d /tmp/weft-vm.XXXXXX)
 trap 'rm -rf "$sockdir"' EXIT
 
 args=$(printf ' %q' "$@")
+# A free loopback port for the link between two guests.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pids=()
 for i in $(seq 0 $last); do
   g=$work/guest$i
@@ -51,11 +54,14 @@ for i in $(seq 0 $last); do
   if [ "$guests" = 1 ]; then
     netdev="dgram,id=n0,local.type=unix,local.path=$sockdir/0,remote.type=unix,remote.path=$sockdir/1"
   elif [ "$i" = 0 ]; then
-    netdev="stream,id=n0,server=on,addr.type=unix,addr.path=$sockdir/link"
+    netdev="socket,id=n0,listen=127.0.0.1:$port"
   else
-    netdev="stream,id=n0,server=off,addr.type=unix,addr.path=$sockdir/link"
+    netdev="socket,id=n0,connect=127.0.0.1:$port"
     # The client fails at once where the server does not listen yet.
-    for attempt in $(seq 100); do [ -S "$sockdir/link" ] && break; sleep 0.1; done
+    for attempt in $(seq 100); do
+      ss -Htln "sport = :$port" | grep -q . && break
+      sleep 0.1
+    done
   fi
   cat >"$g/run.sh" <<RUN
 export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=$guests WEFT_VM_HOSTWORK=$(printf '%q' "$work")
