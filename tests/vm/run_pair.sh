@@ -1,14 +1,19 @@
 #!/bin/bash
 # Boots two QEMU guests (TCG) joined by a private virtual Ethernet and runs one script in each.
-# Guest i (0 or 1) has eth0 at 198.18.0.(i+1)/24; the link is a pair of unix datagram sockets
-# between the two qemu processes, so there is no route out of it and no host port is used.
+# Guest i (0 or 1) has eth0 at 198.18.0.(i+1)/24; the link is a TCP connection on the host's
+# loopback between the two qemu processes (qemu's socket netdev), so there is no route out of it.
+# A stream loses no frames (like RoCE over a lossless fabric): datagram sockets drop frames
+# whenever the receiving qemu falls behind, and soft-RoCE's recovery from lost frames under
+# emulation is unreliable. (qemu 7.2's newer "stream" netdev stalled for good mid-run.)
 # The host's root is the guests' root (read-only 9p), so SCRIPT and the binaries it starts are
 # host paths; each guest's /tmp/work is WORKDIR/guestI on the host (writable).
 #
 # Usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]
 #   VMDIR    where prepare.sh put vmlinuz and initrd.gz (it is run first)
 #   SCRIPT   runs in each guest as `bash SCRIPT ARGS` with WEFT_VM_INDEX, WEFT_VM_ADDR,
-#            WEFT_VM_PEER (the other guest's address) and WEFT_VM_GUESTS set, cwd /tmp/work
+#            WEFT_VM_PEER (the other guest's address), WEFT_VM_GUESTS and WEFT_VM_HOSTWORK
+#            (WORKDIR as a host path: guest J's /tmp/work is $WEFT_VM_HOSTWORK/guestJ, read-only,
+#            in every guest) set, cwd /tmp/work
 # Environment: WEFT_VM_TIMEOUT (seconds for the whole run, default 300), WEFT_VM_MEM (MiB per
 # guest, default 768), WEFT_VM_CPUS (per guest, default 1), WEFT_VM_GUESTS (1 boots guest 0
 # alone, for tests inside one guest; default 2).
@@ -39,13 +44,27 @@ sockdir=$(mktemp -d /tmp/weft-vm.XXXXXX)
 trap 'rm -rf "$sockdir"' EXIT
 
 args=$(printf ' %q' "$@")
+# A free loopback port for the link between two guests.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 pids=()
 for i in $(seq 0 $last); do
   g=$work/guest$i
   rm -rf "$g"
   mkdir -p "$g"
+  if [ "$guests" = 1 ]; then
+    netdev="dgram,id=n0,local.type=unix,local.path=$sockdir/0,remote.type=unix,remote.path=$sockdir/1"
+  elif [ "$i" = 0 ]; then
+    netdev="socket,id=n0,listen=127.0.0.1:$port"
+  else
+    netdev="socket,id=n0,connect=127.0.0.1:$port"
+    # The client fails at once where the server does not listen yet.
+    for attempt in $(seq 100); do
+      ss -Htln "sport = :$port" | grep -q . && break
+      sleep 0.1
+    done
+  fi
   cat >"$g/run.sh" <<RUN
-export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=$guests
+export WEFT_VM_PEER=198.18.0.$((2 - i)) WEFT_VM_GUESTS=$guests WEFT_VM_HOSTWORK=$(printf '%q' "$work")
 cd /tmp/work
 exec bash $(printf '%q' "$script")$args
 RUN
@@ -53,7 +72,7 @@ RUN
     -accel tcg,thread=multi,tb-size=256 -cpu max -m "$mem" -smp "$cpus" \
     -nographic -no-reboot -kernel "$vmdir/vmlinuz" -initrd "$vmdir/initrd.gz" \
     -append "console=ttyS0 quiet panic=-1 rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24" \
-    -netdev "dgram,id=n0,local.type=unix,local.path=$sockdir/$i,remote.type=unix,remote.path=$sockdir/$((1 - i))" \
+    -netdev "$netdev" \
     -device virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:12:34:$((56 + i)) \
     -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
     -virtfs "local,path=$g,mount_tag=work,security_model=none,id=work" \

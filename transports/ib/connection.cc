@@ -12,17 +12,19 @@
 #include <cstring>
 
 #include "src/common/log.h"
+#include "transports/ib/progress.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::ib {
 namespace {
 
-constexpr uint32_t kInfoMagic = 0x31424957;  // "WIB1"
-constexpr uint32_t kCreditBit = 0x80000000u;
-constexpr uint32_t kMaxSlots = 1u << 24;  // a slot index fits the immediate's low 24 bits
-constexpr uint64_t kMinPart = 8192;       // smallest part of a message on one queue pair
-// Control bytes on the socket after the QpInfo.
-constexpr char kReady = 'R', kPoisoned = 'P', kGoodbye = 'B';
+constexpr uint64_t kMinPart = 8192;  // smallest part of a message on one queue pair
+// Local ACK timeout, 4.096 us * 2^20 (about 4 s; NCCL_IB_TIMEOUT's default): a dead peer is seen
+// on the control socket, so a long timeout costs nothing and spares spurious retransmissions on
+// slow (emulated) links.
+constexpr uint8_t kAckTimeout = 20;
+
+std::atomic<void (*)(int, QpInfo*)> setupForger{nullptr};
 
 uint64_t wrId(int qp, bool recv) { return static_cast<uint64_t>(qp) << 1 | (recv ? 1 : 0); }
 
@@ -49,6 +51,8 @@ bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds 
 
 }  // namespace
 
+void setSetupForgerForTesting(void (*forge)(int, QpInfo*)) { setupForger.store(forge); }
+
 SocketDrop::~SocketDrop() {
   if (fd_ >= 0) {
     tcp::Engine::get().untrack(fd_);
@@ -64,6 +68,7 @@ void SocketDrop::attach(const tcp::Hello&, int fd) {
     return;
   }
   fd_ = fd;
+  ProgressThread::get().wake();  // the connection takes it on the progress thread
 }
 
 int SocketDrop::take() {
@@ -76,19 +81,30 @@ int SocketDrop::take() {
 IbConnection::IbConnection(const ConnectionParams& p, const Port& port)
     : p_(p), port_(port), v_(verbs()) {
   if (!v_) weft::fail(Status::kSystemError, "ib: libibverbs is not loaded");
-  if (p_.slots == 0 || p_.slots > kMaxSlots || p_.slotBytes == 0 || p_.slotBytes > (1ull << 31))
+  if (p_.slots == 0 || p_.slots > kMaxSlots || p_.slotBytes == 0 || p_.slotBytes > kMaxSlotBytes)
     weft::fail(Status::kInvalidArgument, "ib: unusable FIFO of " + std::to_string(p_.slots) +
                                              " x " + std::to_string(p_.slotBytes) + " B");
-  p_.qps = std::clamp(p_.qps, 1, 16);
+  p_.qps = std::clamp(p_.qps, 1, static_cast<int>(kMaxQps));
   partsExpected_.assign(p_.slots, 0);
   partsGot_.assign(p_.slots, 0);
   bytesGot_.assign(p_.slots, 0);
   registerBuffer(&send_, IBV_ACCESS_LOCAL_WRITE);
   registerBuffer(&recv_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   setupQueues();
+  setupDeadline_ = std::chrono::steady_clock::now() + p_.timeout;
+  ProgressThread::get().add(this);
+}
+
+void IbConnection::awaitPeer(std::shared_ptr<SocketDrop> drop) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_ = std::move(drop);
+  }
+  ProgressThread::get().wake();
 }
 
 IbConnection::~IbConnection() {
+  ProgressThread::get().remove(this);
   if (fd_ >= 0) {
     char bye = kGoodbye;
     (void)::send(fd_, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -97,6 +113,7 @@ IbConnection::~IbConnection() {
   }
   for (ibv_qp* qp : qps_) v_->destroyQp(qp);
   if (cq_) v_->destroyCq(cq_);
+  if (channel_) v_->destroyCompChannel(channel_);
   for (Buffer* b : {&send_, &recv_}) {
     if (b->mr) v_->deregMr(b->mr);
     std::free(b->base);
@@ -125,10 +142,17 @@ void IbConnection::setupQueues() {
   // are cumulative (one pending at a time is enough), so twice the slots bound both queues.
   sendCapacity_ = 2 * p_.slots + 8;
   const int cqEntries = static_cast<int>(2 * sendCapacity_ * static_cast<uint32_t>(p_.qps));
-  cq_ = v_->createCq(port_.context, cqEntries, nullptr, nullptr, 0);
+  // Completions wake the progress thread through the channel (read without blocking).
+  channel_ = v_->createCompChannel(port_.context);
+  if (!channel_)
+    weft::fail(Status::kSystemError,
+               "ib: ibv_create_comp_channel failed: " + std::string(std::strerror(errno)));
+  ::fcntl(channel_->fd, F_SETFL, ::fcntl(channel_->fd, F_GETFL) | O_NONBLOCK);
+  cq_ = v_->createCq(port_.context, cqEntries, nullptr, channel_, 0);
   if (!cq_)
     weft::fail(Status::kSystemError,
                "ib: ibv_create_cq failed: " + std::string(std::strerror(errno)));
+  if (ibv_req_notify_cq(cq_, 0)) weft::fail(Status::kSystemError, "ib: ibv_req_notify_cq failed");
   psn_ = static_cast<uint32_t>(std::rand()) & 0xffffff;
   for (int i = 0; i < p_.qps; ++i) {
     ibv_qp_init_attr init{};
@@ -188,6 +212,7 @@ static QpInfo makeInfo(const ConnectionParams& p, const Port& port, const std::v
 
 void IbConnection::sendInfo() {
   QpInfo info = makeInfo(p_, port_, qps_, psn_, recv_.mr);
+  if (auto forge = setupForger.load()) forge(p_.rank, &info);
   if (!writeAll(fd_, &info, sizeof(info), p_.timeout))
     fail("could not send the queue pair numbers: " + std::string(std::strerror(errno)));
   infoSent_ = true;
@@ -227,6 +252,7 @@ void IbConnection::start(const bootstrap::SocketAddress& peerAddress, const uint
 void IbConnection::fail(const std::string& why) {
   if (failed_.exchange(true)) return;
   error_ = "ib: " + peerName() + ": " + why;
+  ++events_;
   WEFT_WARN(NET, "%s", error_.c_str());
 }
 
@@ -250,16 +276,9 @@ bool IbConnection::readPeerInfo() {
     return false;
   }
   std::memcpy(&peer_, peerInfoBytes_, sizeof(peer_));
-  if (peer_.magic != kInfoMagic)
-    fail("sent a malformed setup message");
-  else if (peer_.qps != qps_.size())
-    fail("uses " + std::to_string(peer_.qps) + " queue pairs per connection, this side " +
-         std::to_string(qps_.size()) + " (NCCL_IB_QPS_PER_CONNECTION differs)");
-  else if (peer_.slots != p_.slots || peer_.slotBytes != p_.slotBytes)
-    fail("uses a FIFO of " + std::to_string(peer_.slots) + " x " + std::to_string(peer_.slotBytes) +
-         " B, this side " + std::to_string(p_.slots) + " x " + std::to_string(p_.slotBytes) + " B");
-  else if (peer_.ethernet != (port_.ethernet ? 1 : 0))
-    fail("its port's link layer differs from this side's (RoCE against InfiniBand)");
+  const std::string bad = checkPeerInfo(
+      peer_, {static_cast<uint32_t>(qps_.size()), p_.slots, p_.slotBytes, port_.ethernet});
+  if (!bad.empty()) fail(bad);
   return !failed_.load();
 }
 
@@ -290,7 +309,7 @@ void IbConnection::connectQps() {
     }
     ibv_qp_attr r{};
     r.qp_state = IBV_QPS_RTS;
-    r.timeout = 14;
+    r.timeout = kAckTimeout;
     r.retry_cnt = 7;
     r.rnr_retry = 7;  // the receiver reposts receives as it polls: wait for it
     r.sq_psn = psn_;
@@ -303,6 +322,7 @@ void IbConnection::connectQps() {
     }
   }
   connected_ = true;
+  ++events_;
   sendControl(kReady);
 }
 
@@ -311,15 +331,22 @@ void IbConnection::pollSocket() {
   for (;;) {
     ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
     if (n > 0) {
+      ++events_;
       for (ssize_t i = 0; i < n; ++i) {
-        if (buf[i] == kReady)
-          peerReady_ = true;
-        else if (buf[i] == kPoisoned)
-          poisoned_.store(true, std::memory_order_release);
-        else if (buf[i] == kGoodbye)
-          peerEnded_.store(true, std::memory_order_release);
-        else
-          fail("sent a garbage control byte");
+        switch (controlByte(buf[i])) {
+          case kReady:
+            peerReady_ = true;
+            break;
+          case kPoisoned:
+            poisoned_.store(true, std::memory_order_release);
+            break;
+          case kGoodbye:
+            peerEnded_.store(true, std::memory_order_release);
+            break;
+          default:
+            fail("sent a garbage control byte");
+            return;
+        }
       }
       continue;
     }
@@ -334,6 +361,7 @@ void IbConnection::pollSocket() {
 void IbConnection::onCompletion(const ibv_wc& wc) {
   const int qp = static_cast<int>(wc.wr_id >> 1);
   const bool isRecv = (wc.wr_id & 1) != 0;
+  ++events_;
   if (wc.status != IBV_WC_SUCCESS) {
     fail(std::string("completion error: ") + v_->wcStatusStr(wc.status) + " (vendor error " +
          std::to_string(wc.vendor_err) + ")");
@@ -356,7 +384,7 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
   if (wc.opcode == IBV_WC_RECV && (imm & kCreditBit)) {
     const uint32_t value = imm & ~kCreditBit;
     const uint32_t delta = (value - lastCredit_) & ~kCreditBit;
-    if (credited_ + delta > posted_) {
+    if (credited_ + delta > wired_) {
       fail("returned credit for messages never sent");
       return;
     }
@@ -368,10 +396,16 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
     fail("sent a garbage control message");
     return;
   }
-  const uint32_t slot = imm & (kMaxSlots - 1);
-  const uint32_t parts = (imm >> 24) & 0x7f;
-  if (slot >= p_.slots || parts == 0 || parts > qps_.size() ||
-      (partsExpected_[slot] != 0 && partsExpected_[slot] != parts) || partsGot_[slot] >= parts) {
+  DataImmediate d;
+  std::string why;
+  if (!decodeDataImmediate(imm, p_.slots, static_cast<uint32_t>(qps_.size()), &d, &why)) {
+    fail(why);
+    return;
+  }
+  const uint32_t slot = d.slot, parts = d.parts;
+  // More parts than announced, or a different count for the same slot: the peer ignores the
+  // protocol (or the credits).
+  if ((partsExpected_[slot] != 0 && partsExpected_[slot] != parts) || partsGot_[slot] >= parts) {
     fail("sent a garbage control message (slot " + std::to_string(slot) + ", parts " +
          std::to_string(parts) + ")");
     return;
@@ -386,6 +420,13 @@ bool IbConnection::progress() {
   if (fd_ < 0 && drop_) {
     fd_ = drop_->take();
     if (fd_ >= 0) sendInfo();
+  }
+  if (!connected_ || !peerReady_) {
+    if (std::chrono::steady_clock::now() > setupDeadline_) {
+      fail("did not complete the connection setup within " + std::to_string(p_.timeout.count()) +
+           " ms (is the peer alive?)");
+      return false;
+    }
   }
   if (fd_ < 0) return true;
   if (!connected_) {
@@ -403,6 +444,7 @@ bool IbConnection::progress() {
     for (int i = 0; i < n; ++i) onCompletion(wc[i]);
     if (n < 16) break;
   }
+  flushPosts();
   flushCredit();
   return !failed_.load();
 }
@@ -426,9 +468,8 @@ void IbConnection::flushCredit() {
 
 void* IbConnection::sendSlot() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!progress() || !connected_ || !peerReady_ || posted_ - credited_ >= p_.slots) return nullptr;
-  for (uint32_t out : sendsOutstanding_)
-    if (out + 1 >= sendCapacity_) return nullptr;
+  // A message may be written before the setup is done: it goes out once the queue pairs are.
+  if (!progress() || posted_ - credited_ >= p_.slots) return nullptr;
   return static_cast<uint8_t*>(send_.base) + (posted_ % p_.slots) * stride() + kHeaderBytes;
 }
 
@@ -438,40 +479,53 @@ void IbConnection::post(uint32_t bytes, uint32_t tag) {
     fail("a message of " + std::to_string(bytes) + " B exceeds the slot");
     return;
   }
-  const uint64_t slot = posted_ % p_.slots;
-  const uint64_t offset = slot * stride();
-  uint8_t* header = static_cast<uint8_t*>(send_.base) + offset;
+  uint8_t* header = static_cast<uint8_t*>(send_.base) + (posted_ % p_.slots) * stride();
   const uint64_t seq = posted_;
   std::memcpy(header, &tag, 4);
   std::memcpy(header + 4, &bytes, 4);
   std::memcpy(header + 8, &seq, 8);
-  const uint64_t total = kHeaderBytes + bytes;
-  const uint32_t parts =
-      static_cast<uint32_t>(std::clamp<uint64_t>(total / kMinPart, 1, qps_.size()));
-  for (uint32_t i = 0; i < parts; ++i) {
-    const uint64_t from = total * i / parts, to = total * (i + 1) / parts;
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uint64_t>(header) + from;
-    sge.length = static_cast<uint32_t>(to - from);
-    sge.lkey = send_.mr->lkey;
-    ibv_send_wr wr{};
-    ibv_send_wr* bad = nullptr;
-    wr.wr_id = wrId(static_cast<int>(i), false);
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.imm_data = htonl(parts << 24 | static_cast<uint32_t>(slot));
-    // The remote range lies inside the peer's registered FIFO by construction: slot < slots and
-    // the FIFO's shape was checked against this side's at setup.
-    wr.wr.rdma.remote_addr = peer_.recvAddr + offset + from;
-    wr.wr.rdma.rkey = peer_.recvKey;
-    if (ibv_post_send(qps_[i], &wr, &bad)) {
-      fail("ibv_post_send failed");
-      return;
-    }
-    ++sendsOutstanding_[i];
-  }
   ++posted_;
+  flushPosts();
+}
+
+void IbConnection::flushPosts() {
+  while (wired_ < posted_ && connected_ && peerReady_ && !failed_.load()) {
+    const uint32_t slot = static_cast<uint32_t>(wired_ % p_.slots);
+    const uint8_t* header = static_cast<const uint8_t*>(send_.base) + slot * stride();
+    uint32_t bytes = 0;
+    std::memcpy(&bytes, header + 4, 4);
+    const uint64_t total = kHeaderBytes + bytes;
+    const uint32_t parts =
+        static_cast<uint32_t>(std::clamp<uint64_t>(total / kMinPart, 1, qps_.size()));
+    // Room for every part, and one entry left on queue pair 0 for a credit.
+    for (uint32_t i = 0; i < parts; ++i)
+      if (sendsOutstanding_[i] + 2 > sendCapacity_) return;
+    for (uint32_t i = 0; i < parts; ++i) {
+      uint64_t offset = 0, length = 0;
+      partRange(slot, p_.slotBytes, total, i, parts, &offset, &length);
+      ibv_sge sge{};
+      sge.addr = reinterpret_cast<uint64_t>(send_.base) + offset;
+      sge.length = static_cast<uint32_t>(length);
+      sge.lkey = send_.mr->lkey;
+      ibv_send_wr wr{};
+      ibv_send_wr* bad = nullptr;
+      wr.wr_id = wrId(static_cast<int>(i), false);
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.imm_data = htonl(dataImmediate(slot, parts));
+      // Inside the peer's registered FIFO: slot < slots, and the peer's FIFO has this side's
+      // shape and an address range that does not wrap (checkPeerInfo).
+      wr.wr.rdma.remote_addr = peer_.recvAddr + offset;
+      wr.wr.rdma.rkey = peer_.recvKey;
+      if (ibv_post_send(qps_[i], &wr, &bad)) {
+        fail("ibv_post_send failed");
+        return;
+      }
+      ++sendsOutstanding_[i];
+    }
+    ++wired_;
+  }
 }
 
 const void* IbConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
@@ -522,7 +576,8 @@ Status IbConnection::health(std::string* why) {
 
 bool IbConnection::poisoned() const {
   if (poisoned_.load(std::memory_order_acquire)) return true;
-  // The peer's poison arrives on the control socket, which only this side's calls read.
+  // The peer's poison arrives on the control socket: read it now rather than wait for the
+  // progress thread's next turn.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (lock.owns_lock() && fd_ >= 0) const_cast<IbConnection*>(this)->pollSocket();
   return poisoned_.load(std::memory_order_acquire);

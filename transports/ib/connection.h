@@ -8,7 +8,9 @@
 // carrying the count of released slots. Queue pair numbers, GIDs and the receive FIFO's address
 // and rkey travel over a tcp socket from the tcp engine; the socket stays open so that a peer
 // that dies (the socket closes) is seen at once, and carries "poisoned" and "goodbye" bytes.
-// Completions are polled by whichever thread drives the connection (the executor's wait loop).
+// The process's progress thread (progress.h) drives every connection in the background, and the
+// executor's calls drive it too; a mutex serialises the two. Messages written before the setup
+// finished wait in their send slots and go out once the queue pairs are connected.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -18,8 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "src/common/doorbell.h"
 #include "transports/base/connection.h"
 #include "transports/ib/devices.h"
+#include "transports/ib/wire.h"
 #include "transports/tcp/engine.h"
 
 namespace weft::ib {
@@ -33,23 +37,13 @@ struct ConnectionParams {
   size_t slotBytes = 0;
   int qps = 1;
   std::chrono::milliseconds timeout{0};
+  Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something
 };
 
-// What each side sends the other over the control socket once its queue pairs exist.
-struct QpInfo {
-  uint32_t magic = 0;
-  uint32_t qps = 0;
-  uint32_t qpn[16] = {};
-  uint32_t psn = 0;
-  uint32_t slots = 0;
-  uint64_t slotBytes = 0;
-  uint64_t recvAddr = 0;  // the receive FIFO
-  uint32_t recvKey = 0;
-  uint16_t lid = 0;
-  uint8_t ethernet = 0;
-  uint8_t mtu = 0;
-  uint8_t gid[16] = {};
-};
+// Tests only: changes the setup message each rank of this process sends before it goes out (a forged rkey,
+// address or shape), to check that the peer fails the connection and writes nowhere else.
+// Null restores the default. Set it while no connection is being set up.
+void setSetupForgerForTesting(void (*forge)(int rank, QpInfo*));
 
 // Where the tcp engine leaves the control socket the peer opened (passive side) until the
 // connection takes it; closes it if the connection is gone by then.
@@ -72,7 +66,7 @@ class IbConnection : public transport::Connection {
   // Active side: opens the control socket to the peer's tcp endpoint and sends its QpInfo.
   void start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken);
   // Passive side: the socket the peer opens arrives in `drop`.
-  void awaitPeer(std::shared_ptr<SocketDrop> drop) { drop_ = std::move(drop); }
+  void awaitPeer(std::shared_ptr<SocketDrop> drop);
 
   size_t slotBytes() const override { return p_.slotBytes; }
   void* sendSlot() override;
@@ -85,6 +79,20 @@ class IbConnection : public transport::Connection {
   bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
   const char* transportName() const override { return "ib"; }
 
+  // For the progress thread (progress.h).
+  void backgroundPass();
+  void watchedFds(std::vector<int>* fds);
+  void failFromDevice(const std::string& why);
+  ibv_context* deviceContext() const { return port_.context; }
+  int portNumber() const { return port_.port; }
+  bool ownsQp(const ibv_qp* qp) const;
+  bool ownsCq(const ibv_cq* cq) const { return cq == cq_; }
+
+  // Tests only: sends raw bytes on the control socket / posts a zero-byte RDMA WRITE WITH
+  // IMMEDIATE carrying `imm` into the peer's FIFO, as a broken or hostile peer would.
+  void sendControlBytesForTesting(const std::string& bytes);
+  void postImmediateForTesting(uint32_t imm);
+
  private:
   struct Buffer {
     void* base = nullptr;
@@ -92,6 +100,8 @@ class IbConnection : public transport::Connection {
     ibv_mr* mr = nullptr;
   };
   size_t stride() const { return kHeaderBytes + p_.slotBytes; }
+  void flushPosts();
+  void drainCqEvents();
   void setupQueues();
   void registerBuffer(Buffer* b, int access);
   void postRecv(int qp);
@@ -107,11 +117,10 @@ class IbConnection : public transport::Connection {
   void fail(const std::string& why);
   std::string peerName() const;
 
-  static constexpr size_t kHeaderBytes = 16;
-
   ConnectionParams p_;
   Port port_;
   const Verbs* v_;
+  ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
   std::vector<ibv_qp*> qps_;
   uint32_t psn_ = 0;
@@ -127,9 +136,12 @@ class IbConnection : public transport::Connection {
   bool connected_ = false;  // our queue pairs are ready to send
   bool peerReady_ = false;  // the peer's are ready to receive
   std::string error_;
+  std::chrono::steady_clock::time_point setupDeadline_;
+  uint64_t events_ = 0;  // bumped by everything that may let the executor move on
 
-  uint64_t posted_ = 0;    // messages sent
-  uint64_t credited_ = 0;  // of them, released by the receiver
+  uint64_t posted_ = 0;    // messages written by the executor
+  uint64_t wired_ = 0;     // of them, posted to the queue pairs
+  uint64_t credited_ = 0;  // of those, released by the receiver
   uint32_t lastCredit_ = 0;
   bool creditPending_ = false;
   std::vector<uint32_t> sendsOutstanding_;  // per queue pair

@@ -83,6 +83,7 @@ class IbTransport : public Transport {
     p.slotBytes = ctx.slotBytes;
     p.qps = tuning.ibQpsPerConnection;
     p.timeout = ctx.timeout.count() > 0 ? ctx.timeout : std::chrono::milliseconds(30000);
+    p.bell = ctx.selfBell;
     auto conn = std::make_unique<ib::IbConnection>(p, port);
     const tcp::Published theirs = tcp::publishedBy((*ctx.peers)[peer]);
     if (ctx.rank < peer) {

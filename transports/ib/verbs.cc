@@ -39,7 +39,12 @@ Loaded load() {
          bind(h, "ibv_modify_qp", &v.modifyQp) && bind(h, "ibv_destroy_qp", &v.destroyQp) &&
          bind(h, "ibv_get_async_event", &v.getAsyncEvent) &&
          bind(h, "ibv_ack_async_event", &v.ackAsyncEvent) &&
-         bind(h, "ibv_wc_status_str", &v.wcStatusStr);
+         bind(h, "ibv_wc_status_str", &v.wcStatusStr) &&
+         bind(h, "ibv_create_comp_channel", &v.createCompChannel) &&
+         bind(h, "ibv_destroy_comp_channel", &v.destroyCompChannel) &&
+         bind(h, "ibv_get_cq_event", &v.getCqEvent) &&
+         bind(h, "ibv_ack_cq_events", &v.ackCqEvents) &&
+         bind(h, "ibv_event_type_str", &v.eventTypeStr);
   if (!l.ok) l.why = "libibverbs lacks a verbs entry point";
   return l;
 }

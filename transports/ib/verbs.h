@@ -1,6 +1,7 @@
 // libibverbs, loaded with dlopen (never linked): one binary runs where it is absent. The types
 // come from <infiniband/verbs.h> (libibverbs-dev at build time); the data path calls
-// (ibv_post_send, ibv_post_recv, ibv_poll_cq) are inline functions of that header that jump
+// (ibv_post_send, ibv_post_recv, ibv_poll_cq,
+// ibv_req_notify_cq) are inline functions of that header that jump
 // through the device context, so only the setup calls below are looked up by name.
 #pragma once
 #include <infiniband/verbs.h>
@@ -30,6 +31,11 @@ struct Verbs {
   int (*getAsyncEvent)(ibv_context*, ibv_async_event*);
   void (*ackAsyncEvent)(ibv_async_event*);
   const char* (*wcStatusStr)(ibv_wc_status);
+  ibv_comp_channel* (*createCompChannel)(ibv_context*);
+  int (*destroyCompChannel)(ibv_comp_channel*);
+  int (*getCqEvent)(ibv_comp_channel*, ibv_cq**, void**);
+  void (*ackCqEvents)(ibv_cq*, unsigned int);
+  const char* (*eventTypeStr)(ibv_event_type);
 };
 
 // The process's libibverbs, or nullptr (and *why) when it cannot be loaded.

@@ -1,0 +1,96 @@
+// The property for what an ib connection reads from its peer (transports/ib/wire.h): a setup
+// message (QpInfo) is refused, or every range this side would write into the peer's FIFO lies
+// inside the FIFO the message describes, without wrapping the address space; a data immediate
+// is refused or names a slot of the FIFO and a part count of 1..queue pairs; a control byte is
+// one of the three known ones or refused.
+// Input: a switch byte, this side's shape (queue pairs, slots, slot bytes, link layer; taken
+// from the message itself when the switch's low bit is set, so that the deeper checks run), the
+// QpInfo's bytes, then immediates (4 bytes each) and control bytes.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "transports/ib/wire.h"
+
+namespace weft::fuzz {
+
+[[noreturn]] inline void ibPropertyFailed(const std::string& what, std::string_view input) {
+  std::fprintf(stderr, "ib wire property violated: %s (input of %zu bytes)\n", what.c_str(),
+               input.size());
+  std::abort();
+}
+
+// Returns whether the setup message was accepted.
+inline bool checkIbInput(std::string_view input) {
+  using namespace weft::ib;
+  size_t at = 0;
+  auto take = [&](void* out, size_t n) {
+    std::memset(out, 0, n);
+    const size_t have = std::min(n, input.size() - std::min(at, input.size()));
+    if (have) std::memcpy(out, input.data() + at, have);
+    at += n;
+  };
+  uint8_t switches = 0;
+  take(&switches, 1);
+  LocalShape self;
+  take(&self.qps, 4);
+  take(&self.slots, 4);
+  take(&self.slotBytes, 8);
+  uint8_t ethernet = 0;
+  take(&ethernet, 1);
+  self.ethernet = ethernet & 1;
+  QpInfo peer;
+  take(&peer, sizeof peer);
+  if (switches & 1) {
+    self.qps = peer.qps;
+    self.slots = peer.slots;
+    self.slotBytes = peer.slotBytes;
+    self.ethernet = peer.ethernet == 1;
+  }
+  const bool accepted = checkPeerInfo(peer, self).empty();
+  if (accepted) {
+    if (peer.qps < 1 || peer.qps > kMaxQps || peer.slots < 1 || peer.slots > kMaxSlots ||
+        peer.slotBytes < 1 || peer.slotBytes > kMaxSlotBytes)
+      ibPropertyFailed("accepted an unusable shape", input);
+    const uint64_t fifo = fifoBytes(peer.slots, peer.slotBytes);
+    // The largest message in the first and the last slot, split every way this side would.
+    for (uint32_t slot : {0u, peer.slots - 1})
+      for (uint32_t parts = 1; parts <= peer.qps; ++parts)
+        for (uint32_t part = 0; part < parts; ++part) {
+          uint64_t offset = 0, length = 0;
+          partRange(slot, peer.slotBytes, kHeaderBytes + peer.slotBytes, part, parts, &offset,
+                    &length);
+          if (offset > fifo || length > fifo - offset)
+            ibPropertyFailed("a part outside the peer's FIFO", input);
+          if (peer.recvAddr > UINT64_MAX - offset - length)
+            ibPropertyFailed("a remote range that wraps the address space", input);
+        }
+  }
+  const uint32_t slots = std::max<uint32_t>(1, self.slots % kMaxSlots);
+  const uint32_t qps = std::clamp<uint32_t>(self.qps, 1, kMaxQps);
+  while (at + 4 <= input.size()) {
+    uint32_t imm = 0;
+    take(&imm, 4);
+    DataImmediate d;
+    std::string why;
+    if (decodeDataImmediate(imm, slots, qps, &d, &why)) {
+      if (d.slot >= slots || d.parts < 1 || d.parts > qps)
+        ibPropertyFailed("accepted an immediate outside the FIFO", input);
+    } else if (why.empty()) {
+      ibPropertyFailed("refused an immediate without saying why", input);
+    }
+    const char c = static_cast<char>(imm & 0xff);
+    const char meaning = controlByte(c);
+    if (meaning != 0 && meaning != c) ibPropertyFailed("a control byte changed meaning", input);
+    if (meaning == 0 && (c == kReady || c == kPoisoned || c == kGoodbye))
+      ibPropertyFailed("a known control byte refused", input);
+  }
+  return accepted;
+}
+
+}  // namespace weft::fuzz

@@ -1,0 +1,83 @@
+// What two ib connection ends tell each other, and the checks a side makes before it trusts
+// any of it: the setup message (QpInfo) that travels over the control socket, the immediates of
+// data writes and credits, and the control bytes that follow the setup. Pure functions without
+// verbs, so that tests and the fuzzer (tests/fuzz) run them anywhere.
+//
+// A peer is trusted with nothing it could turn into a write outside the registered FIFOs: this
+// side writes only into slot ranges it computes itself from the FIFO shape both sides agreed on
+// (checked here), and the peer's HCA refuses a write outside its registered region or with a
+// wrong key (the sender then sees a completion error and fails the connection).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace weft::ib {
+
+inline constexpr uint32_t kInfoMagic = 0x31424957;  // "WIB1"
+inline constexpr uint32_t kMaxQps = 16;
+inline constexpr uint32_t kMaxSlots = 1u << 24;  // a slot index fits the immediate's low 24 bits
+inline constexpr uint32_t kCreditBit = 0x80000000u;
+inline constexpr size_t kHeaderBytes = 16;  // tag, bytes, sequence at the start of each slot
+inline constexpr uint64_t kMaxSlotBytes = 1ull << 31;
+
+// Control bytes on the socket after the QpInfo.
+inline constexpr char kReady = 'R', kPoisoned = 'P', kGoodbye = 'B';
+
+// What each side sends the other over the control socket once its queue pairs exist.
+struct QpInfo {
+  uint32_t magic = 0;
+  uint32_t qps = 0;
+  uint32_t qpn[kMaxQps] = {};
+  uint32_t psn = 0;
+  uint32_t slots = 0;
+  uint64_t slotBytes = 0;
+  uint64_t recvAddr = 0;  // the receive FIFO
+  uint32_t recvKey = 0;
+  uint16_t lid = 0;
+  uint8_t ethernet = 0;
+  uint8_t mtu = 0;  // ibv_mtu: 1 (256 B) .. 5 (4096 B)
+  uint8_t gid[16] = {};
+};
+static_assert(sizeof(QpInfo) == 120, "QpInfo is sent as raw bytes: keep its layout");
+
+// This side's view of the connection, against which the peer's QpInfo is checked.
+struct LocalShape {
+  uint32_t qps = 1;
+  uint32_t slots = 0;
+  uint64_t slotBytes = 0;
+  bool ethernet = false;
+};
+
+// Bytes of a FIFO of `slots` slots of `slotBytes` (each behind its header).
+inline uint64_t fifoBytes(uint32_t slots, uint64_t slotBytes) {
+  return (kHeaderBytes + slotBytes) * slots;
+}
+
+// Empty when `peer` is a setup message this side can act on; otherwise why not, in words that
+// follow the peer's name ("uses 3 queue pairs ...").
+std::string checkPeerInfo(const QpInfo& peer, const LocalShape& self);
+
+// The immediate of a data write: the slot it filled and how many parts (one per queue pair
+// used) make up the message. Credits set kCreditBit and carry a cumulative count instead.
+inline uint32_t dataImmediate(uint32_t slot, uint32_t parts) { return parts << 24 | slot; }
+
+struct DataImmediate {
+  uint32_t slot = 0;
+  uint32_t parts = 0;
+};
+// Decodes a data write's immediate; false (and *why) when it names no slot of a FIFO of
+// `slots` slots or a part count outside 1..qps.
+bool decodeDataImmediate(uint32_t imm, uint32_t slots, uint32_t qps, DataImmediate* out,
+                         std::string* why);
+
+// The remote range of part `part` of `parts` of a message of `total` bytes (header included) in
+// slot `slot`: [*offset, *offset + *length) from the start of the peer's FIFO. Always inside
+// slot `slot` when slot < slots and total <= kHeaderBytes + slotBytes.
+void partRange(uint32_t slot, uint64_t slotBytes, uint64_t total, uint32_t part, uint32_t parts,
+               uint64_t* offset, uint64_t* length);
+
+// What a control byte means: 0 for a byte that is none of kReady, kPoisoned, kGoodbye.
+inline char controlByte(char c) { return c == kReady || c == kPoisoned || c == kGoodbye ? c : 0; }
+
+}  // namespace weft::ib
