@@ -40,9 +40,9 @@ struct ConnectionParams {
   Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something
 };
 
-// Tests only: changes the setup message each rank of this process sends before it goes out (a forged rkey,
-// address or shape), to check that the peer fails the connection and writes nowhere else.
-// Null restores the default. Set it while no connection is being set up.
+// Tests only: changes the setup message each rank of this process sends before it goes out (a
+// forged rkey, address or shape), to check that the peer fails the connection and writes nowhere
+// else. Null restores the default. Set it while no connection is being set up.
 void setSetupForgerForTesting(void (*forge)(int rank, QpInfo*));
 
 // Where the tcp engine leaves the control socket the peer opened (passive side) until the
