@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds Weft with AddressSanitizer + UndefinedBehaviorSanitizer into ./build-asan and runs the
 # core suites under it (the collective grid on threads and on processes, API error paths, the
-# bootstrap, the transports' conformance and wire tests, tcp between processes, aborting a blocked
-# call, kernels and plans). Memory errors and undefined behaviour fail the run; leak checking is off
+# bootstrap, the transports' conformance and wire tests, tcp between processes, kernels and
+# plans). Memory errors and undefined behaviour fail the run; leak checking is off
 # because the topology probes dlclose libraries (libibverbs, NVML) whose allocations then belong
 # to no module LSan can name (tests/sanitizers/lsan.supp covers the rest).
 set -euo pipefail
@@ -21,7 +21,7 @@ targets=(collectives_test api_errors_test multiproc_test bootstrap_test reduce_t
          plan_verifier_test msccl_xml_test msccl_library_test msccl_comm_test msccl_xml_replay
          host_stream_test repeated_calls_test straight_calls_test fan_broadcast_test
          timeout_message_test transport_conformance_test tcp_wire_test landing_test
-         shared_copy_test transport_choice_test tcp_multiproc_test abort_blocked_call)
+         shared_copy_test transport_choice_test tcp_multiproc_test)
 cmake --build build-asan -j "$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
@@ -58,6 +58,9 @@ suite ./tests/conformance/transport_choice_test
 suite ./tests/conformance/landing_test
 suite ./tests/conformance/shared_copy_test
 suite ./tests/conformance/transport_conformance_test
-suite ./tests/tcp/tcp_multiproc_test
-# The C program against libnccl.so.2, with the environment its ctest entries give it.
-suite ctest -R '^reliability\.abort_blocked_call\.' --output-on-failure -j 1
+# tcp between processes; the simulated multi-host grids (many processes each, hierarchical
+# plans) are left to the plain build, where they take seconds instead of minutes.
+suite ./tests/tcp/tcp_multiproc_test --gtest_filter='-Hosts/SimulatedHosts.*'
+# Not here: reliability/abort_blocked_call forks its second rank after ncclGetUniqueId started the
+# root's thread, and this toolchain's ASan allocator is not fork-safe (a child can inherit its
+# lock held by another thread and hang in malloc). ThreadSanitizer hits the same fork limit.
