@@ -22,7 +22,9 @@ struct ncclComm {
   // fails instead of freeing it twice.
   std::atomic<bool> closing{false};
   std::atomic<int> state{0};  // 0 ready, 1 initialising, 2 init failed
-  weft::core::Communicator* impl = nullptr;
+  // Atomic: ncclCommAbort clears it while another thread's call may be reading it (a watchdog
+  // aborting a blocked collective).
+  std::atomic<weft::core::Communicator*> impl{nullptr};
   weft::Status initStatus = weft::Status::kSuccess;
   std::string initError;
   std::thread initThread;  // non-blocking init
@@ -101,7 +103,7 @@ void settleJobs(ncclComm* handle);
 inline core::Communicator* readyCommunicator(ncclComm_t comm) {
   return comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive &&
                  comm->state.load(std::memory_order_relaxed) == 0
-             ? comm->impl
+             ? comm->impl.load(std::memory_order_acquire)
              : nullptr;
 }
 

@@ -220,11 +220,11 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (comm->closing.exchange(true))
     fail(Status::kInvalidArgument, "communicator is being destroyed by another thread");
   // An abort first unblocks the jobs of children still exchanging over this bootstrap.
-  if (abortFirst && comm->state.load() == 0 && comm->impl) comm->impl->abort();
+  core::Communicator* live = comm->state.load() == 0 ? comm->impl.load() : nullptr;
+  if (abortFirst && live) live->abort();
   api::settleJobs(comm);
   comm->magic.store(ncclComm::kDead);
-  core::Communicator* impl = comm->impl;
-  comm->impl = nullptr;
+  core::Communicator* impl = comm->impl.exchange(nullptr);
   if (!impl) {
     api::retireHandle(comm);
     return Status::kSuccess;
@@ -312,7 +312,7 @@ WEFT_API(const char*, ncclGetErrorString, (ncclResult_t result)) {
 WEFT_API(const char*, ncclGetLastError, (ncclComm_t comm)) {
   if (comm && comm->magic.load() == ncclComm::kLive && comm->impl) {
     static thread_local std::string copy;
-    copy = comm->impl->lastError();
+    copy = comm->impl.load()->lastError();
     if (!copy.empty()) return copy.c_str();
   }
   return api::lastErrorText();
@@ -334,7 +334,7 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
       *asyncError = api::toResult(comm->initStatus);
     } else {
       if (comm->initThread.joinable()) comm->initThread.join();
-      *asyncError = api::toResult(comm->impl->asyncError());
+      *asyncError = api::toResult(comm->impl.load()->asyncError());
     }
     return Status::kSuccess;
   });
