@@ -117,6 +117,7 @@ ncclResult_t collective(const char* fn, Collective coll, const void* send, void*
                         ncclDataType_t datatype, int op, int root, ncclComm_t comm,
                         cudaStream_t stream, bool isSend = false) {
   const auto type = static_cast<DataType>(rawValue(datatype));
+  const api::HandleUse use(comm);
   // A blocking call repeating the thread's last one goes straight through when it can complete
   // at once (core::repeatStraight): its arguments were checked then, and only the handle's
   // state can have changed since.
@@ -263,6 +264,7 @@ WEFT_API(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo)) {
 WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum,
          (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
           ncclComm_t comm)) {
+  const api::HandleUse use(comm);
   return guard("ncclRedOpCreatePreMulSum", [&](std::string*) {
     core::Communicator* impl = api::communicator(comm);
     if (!op || !scalar) fail(Status::kInvalidArgument, "op and scalar must not be NULL");
@@ -280,6 +282,7 @@ WEFT_API(ncclResult_t, ncclRedOpCreatePreMulSum,
 }
 
 WEFT_API(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm)) {
+  const api::HandleUse use(comm);
   return guard("ncclRedOpDestroy", [&](std::string*) {
     api::communicator(comm)->destroyOp(op);
     return Status::kSuccess;

@@ -25,6 +25,9 @@ struct ncclComm {
   // Atomic: ncclCommAbort clears it while another thread's call may be reading it (a watchdog
   // aborting a blocked collective).
   std::atomic<weft::core::Communicator*> impl{nullptr};
+  // API calls of any thread between reading impl and returning (HandleUse): destroy clears impl
+  // first and frees it only once none is left.
+  std::atomic<int> inUse{0};
   weft::Status initStatus = weft::Status::kSuccess;
   std::string initError;
   std::thread initThread;  // non-blocking init
@@ -106,5 +109,25 @@ inline core::Communicator* readyCommunicator(ncclComm_t comm) {
              ? comm->impl.load(std::memory_order_acquire)
              : nullptr;
 }
+
+// Marks an API call on `comm` in progress while it may read the communicator: ncclCommDestroy
+// or Abort of another thread clears the handle's communicator, then waits for such calls to
+// leave before freeing it (a call that starts after the clearing finds no communicator).
+class HandleUse {
+ public:
+  explicit HandleUse(ncclComm_t comm)
+      : comm_(comm && comm->magic.load(std::memory_order_relaxed) == ncclComm::kLive ? comm
+                                                                                     : nullptr) {
+    if (comm_) comm_->inUse.fetch_add(1);  // ordered before the call reads impl
+  }
+  ~HandleUse() {
+    if (comm_) comm_->inUse.fetch_sub(1, std::memory_order_release);
+  }
+  HandleUse(const HandleUse&) = delete;
+  HandleUse& operator=(const HandleUse&) = delete;
+
+ private:
+  ncclComm_t comm_;
+};
 
 }  // namespace weft::api

@@ -203,6 +203,7 @@ WEFT_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
 }
 
 WEFT_API(ncclResult_t, ncclCommFinalize, (ncclComm_t comm)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommFinalize", [&](std::string*) {
     if (api::communicator(comm)->revoked())
       fail(Status::kInvalidUsage, "a revoked communicator cannot be finalized (destroy it)");
@@ -232,9 +233,13 @@ static Status destroyHandle(ncclComm_t comm, bool abortFirst) {
   if (abortFirst) impl->abort();
   // A call of another thread may still run on it (a watchdog aborting a blocked collective):
   // it sees the abort flag and returns within the executor's longest sleep; a destroy waits
-  // for calls to finish as they would. What such a call uses is freed only once it has left.
+  // for calls to finish as they would. What such a call uses is freed only once it has left,
+  // and once every API call that may have read the communicator before it was cleared has.
   const auto wait = abortFirst ? kAbortWait : impl->tuning().timeout;
-  if (!impl->waitForRuns(wait)) {
+  const Deadline deadline(wait);
+  while (comm->inUse.load() != 0 && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (comm->inUse.load(std::memory_order_acquire) != 0 || !impl->waitForRuns(wait)) {
     WEFT_WARN(INIT, "%s: a call on rank %d still runs after %lld ms; its resources stay allocated",
               abortFirst ? "ncclCommAbort" : "ncclCommDestroy", impl->rank(),
               static_cast<long long>(wait.count()));
@@ -262,6 +267,7 @@ WEFT_API(ncclResult_t, ncclCommAbort, (ncclComm_t comm)) {
 }
 
 WEFT_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommCount", [&](std::string*) {
     if (!count) fail(Status::kInvalidArgument, "count is NULL");
     *count = api::communicator(comm)->size();
@@ -270,6 +276,7 @@ WEFT_API(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count)) {
 }
 
 WEFT_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommUserRank", [&](std::string*) {
     if (!rank) fail(Status::kInvalidArgument, "rank is NULL");
     *rank = api::communicator(comm)->rank();
@@ -278,6 +285,7 @@ WEFT_API(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank)) {
 }
 
 WEFT_API(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommCuDevice", [&](std::string*) {
     if (!device) fail(Status::kInvalidArgument, "device is NULL");
     api::communicator(comm);
@@ -310,15 +318,18 @@ WEFT_API(const char*, ncclGetErrorString, (ncclResult_t result)) {
 }
 
 WEFT_API(const char*, ncclGetLastError, (ncclComm_t comm)) {
-  if (comm && comm->magic.load() == ncclComm::kLive && comm->impl) {
+  const api::HandleUse use(comm);
+  core::Communicator* impl = comm ? comm->impl.load() : nullptr;
+  if (impl && comm->magic.load() == ncclComm::kLive) {
     static thread_local std::string copy;
-    copy = comm->impl.load()->lastError();
+    copy = impl->lastError();
     if (!copy.empty()) return copy.c_str();
   }
   return api::lastErrorText();
 }
 
 WEFT_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommGetAsyncError", [&](std::string*) {
     if (!asyncError) fail(Status::kInvalidArgument, "asyncError is NULL");
     if (!comm || comm->magic.load() != ncclComm::kLive)

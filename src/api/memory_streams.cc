@@ -31,6 +31,7 @@ WEFT_API(ncclResult_t, ncclMemFree, (void* ptr)) {
 
 WEFT_API(ncclResult_t, ncclCommRegister,
          (const ncclComm_t comm, void* buff, size_t size, void** handle)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommRegister", [&](std::string*) {
     core::Communicator* impl = api::communicator(comm);
     if (!handle) fail(Status::kInvalidArgument, "handle is NULL");
@@ -41,6 +42,7 @@ WEFT_API(ncclResult_t, ncclCommRegister,
 }
 
 WEFT_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)) {
+  const api::HandleUse use(comm);
   return guard("ncclCommDeregister", [&](std::string*) {
     api::communicator(comm)->deregisterBuffer(handle);
     return Status::kSuccess;
@@ -67,11 +69,13 @@ WEFT_EXPORT const char* weftVersionString(void) { return "0.1.0"; }
 WEFT_EXPORT uint64_t weftLandedSlices(void) { return exec::landedSlices(); }
 
 WEFT_EXPORT uint64_t weftStraightCalls(ncclComm_t comm) {
+  const api::HandleUse use(comm);
   core::Communicator* ready = api::readyCommunicator(comm);
   return ready ? ready->straightCalls() : 0;
 }
 
 WEFT_EXPORT size_t weftCommTuning(ncclComm_t comm, char* out, size_t bytes) {
+  const api::HandleUse use(comm);
   core::Communicator* ready = api::readyCommunicator(comm);
   if (!ready) return 0;
   const std::string text = ready->tuning().describe();

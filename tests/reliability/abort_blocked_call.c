@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
     pid_t child = fork();
     if (child < 0) return fail(i, "fork failed");
     if (child == 0) { /* rank 1: joins, never calls the collective, leaves when rank 0 is done */
+      close(go[1]);   /* so that rank 0's exit (even a failed one) ends the read below */
       ncclComm_t comm;
       if (ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess) _exit(3);
       char done;
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
       ncclCommAbort(comm);
       _exit(0);
     }
+    close(go[0]);
     ncclComm_t comm;
     if (ncclCommInitRank(&comm, 2, id, 0) != ncclSuccess) return fail(i, "init failed");
     struct Aborter aborter = {comm, (useconds_t)(50000 + rand() % 250000), ncclInternalError};
@@ -63,7 +65,6 @@ int main(int argc, char** argv) {
     int status = 0;
     if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
       return fail(i, "rank 1 did not exit cleanly");
-    close(go[0]);
     close(go[1]);
   }
   free(buf);
