@@ -395,6 +395,20 @@ bool Communicator::flushSends(std::chrono::milliseconds timeout) {
   return true;
 }
 
+void Communicator::awaitPeersOutOfMemory(std::chrono::milliseconds timeout) {
+  std::vector<transport::Connection*> links;
+  {
+    // Links live as long as the communicator, which outlives the failed call that waits here.
+    std::lock_guard<std::mutex> lock(connMu_);
+    for (auto& [key, conn] : conns_) links.push_back(conn.get());
+  }
+  const Deadline deadline(timeout);
+  for (transport::Connection* c : links)
+    if (!c->awaitPeerOutOfMemory(deadline.remaining()))
+      WEFT_WARN(INIT, "rank %d: a peer still reads this rank's memory %lld ms after the failure",
+                rank_, static_cast<long long>(timeout.count()));
+}
+
 void Communicator::abort() {
   aborted_.store(true);
   if (boot_) boot_->abort();

@@ -110,6 +110,9 @@ class Communicator : public exec::ConnectionSource {
   // Skipped once the communicator failed or was aborted; stops early at a poisoned link or a
   // dead peer. False if a message was still unread at the deadline.
   bool flushSends(std::chrono::milliseconds timeout);
+  // After a failed call has poisoned the links: waits, for at most `timeout` in all, until no
+  // peer reads this rank's memory in place any more (Connection::awaitPeerOutOfMemory).
+  void awaitPeersOutOfMemory(std::chrono::milliseconds timeout);
 
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);

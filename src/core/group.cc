@@ -148,6 +148,9 @@ Status runTasks(std::vector<exec::Task>& tasks, std::vector<Communicator*>& comm
   if (r.failedTask >= 0) {
     openLinksOfFailedCalls(tasks[r.failedTask], comms[r.failedTask]);
     comms[r.failedTask]->recordError(r.status, r.message, r.causeRank);
+    // The caller may free its buffers once this returns: peers reading them in place must
+    // have stopped (recordError's poison keeps them from starting again).
+    comms[r.failedTask]->awaitPeersOutOfMemory(timeout);
   }
   *why = r.message;
   return r.status;

@@ -42,7 +42,9 @@ Straight runStraight(Work& w, uint32_t tag) {
          cpuRelax())
       if (++p >= polls) return false;
     // Anything unusual (by reference, another operation's) is the executor's to handle.
-    return inData && !remote && gotTag == tag && got == shape.recv->count * es;
+    if (inData && !remote && gotTag == tag && got == shape.recv->count * es) return true;
+    shape.in->doneReading();  // left for the executor, which receives it again
+    return false;
   };
   if (shape.recv && !shape.exchange && !received()) return Straight::kNotRun;
   std::array<void*, StraightShape::kMaxSends> slots{};

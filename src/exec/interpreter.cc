@@ -221,6 +221,7 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
                   : " got " + std::to_string(got) + " bytes" + from + " where it expected " +
                         std::to_string(bytes)) +
              ": the ranks called mismatched operations (collective, count, type, op or root)";
+      ls.recv->doneReading();
       return -1;
     }
     ls.msgAt = at + bytes < got ? at + bytes : 0;  // the rest stays for the next slices
@@ -295,7 +296,12 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
     default:
       break;
   }
-  if (ls.recv && ls.msgAt == 0) ls.recv->release();
+  if (ls.recv) {
+    if (ls.msgAt == 0)
+      ls.recv->release();
+    else
+      ls.recv->doneReading();  // the rest of the message is read by the next slices
+  }
   if (land) {
     low.sendMemory->postLanded(static_cast<uint32_t>(bytes), tag);
     gLandedSlices.fetch_add(1, std::memory_order_relaxed);

@@ -20,7 +20,10 @@ std::vector<TaskState>& reusedStates(std::vector<TaskState>& states, size_t task
 // sender without a free slot. A lane that began a step on it but waits on another link is fine.
 bool waitsInVain(transport::Connection* c, bool receiving) {
   uint32_t bytes = 0, tag = 0;
-  return receiving ? c->recvSlot(&bytes, &tag) == nullptr : c->sendSlot() == nullptr;
+  if (!receiving) return c->sendSlot() == nullptr;
+  const bool none = c->recvSlot(&bytes, &tag) == nullptr;
+  c->doneReading();  // only looked
+  return none;
 }
 
 // "allreduce of 1024 float (ring)": what a Work runs, for messages.

@@ -10,6 +10,7 @@
 //                   share a copy between sender and receiver
 // The executor never sees a transport's internals.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -50,6 +51,15 @@ class Connection {
   }
   // Returns the message from recvSlot() / recvMessage() to the sender.
   virtual void release() = 0;
+  // Receiver side: the data recvMessage() returned is not read again before the next
+  // recvMessage() (a large message taken a slice at a time stays unreleased between its slices).
+  // release() says the same.
+  virtual void doneReading() {}
+  // Sender side, after this rank gave up an operation and poisoned the link: waits, for at most
+  // `timeout`, until the peer no longer reads memory of this rank that a message named in place.
+  // The caller's buffers are the caller's again once it returns: a peer of the same address
+  // space that is still reading them must finish first. False if the peer still reads.
+  virtual bool awaitPeerOutOfMemory(std::chrono::milliseconds timeout) { return true; }
 
   // kSuccess while the peer is alive; otherwise kRemoteError and a message naming it. Called
   // only from slow paths (after a wait has lasted a while).

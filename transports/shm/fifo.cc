@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <thread>
 
 #include "src/common/clock.h"
 #include "src/common/shared_region.h"
@@ -56,6 +57,7 @@ void fifoInit(void* mem) {
   ctl->head.store(0, std::memory_order_relaxed);
   ctl->dataHead.store(0, std::memory_order_relaxed);
   ctl->poisoned.store(0, std::memory_order_relaxed);
+  ctl->readerInside.store(0, std::memory_order_relaxed);
   ctl->readerCanRead.store(0, std::memory_order_relaxed);
   ctl->senderProbeAddr.store(0, std::memory_order_relaxed);
   ctl->magic = kProbeMagic;
@@ -186,7 +188,19 @@ const void* FifoConnection::recvMessage(uint32_t* bytes, uint32_t* tag, uint64_t
     case MessageKind::kMapped:
       break;
   }
-  if (p_.remote == RemoteMode::kDirect) return recvBase_ = reinterpret_cast<const char*>(remote);
+  if (p_.remote == RemoteMode::kDirect) {
+    // The sender's memory, read in place: announce it, then check that the sender has not
+    // given up (a sender that has may already have handed the memory back to its caller).
+    // Both sides use seq_cst on these two words, so one of them sees the other's store.
+    in_.ctl->readerInside.store(1, std::memory_order_seq_cst);
+    readingPeer_ = true;
+    if (in_.ctl->poisoned.load(std::memory_order_seq_cst) != 0) {
+      doneReading();
+      *present = false;  // the lane waits, and fails on the poison
+      return nullptr;
+    }
+    return recvBase_ = reinterpret_cast<const char*>(remote);
+  }
   if (d.kind == MessageKind::kMapped) {
     // A message may be polled again before release(): acquire its mapping once.
     if (!mappedToken_ || mappedHead_ != recvHead_) {
@@ -260,7 +274,31 @@ const void* FifoConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
   return p;
 }
 
+void FifoConnection::doneReading() {
+  if (!readingPeer_) return;
+  readingPeer_ = false;
+  in_.ctl->readerInside.store(0, std::memory_order_release);
+}
+
+bool FifoConnection::awaitPeerOutOfMemory(std::chrono::milliseconds timeout) {
+  if (p_.remote != RemoteMode::kDirect) return true;  // other processes read copies or mappings
+  // Poisoned (the caller's poison names the cause; this only makes sure), and a seq_cst
+  // read-modify-write of the poison word orders it before the load of the reader's flag (see
+  // recvMessage): a reader that found it still 0 had set its flag, which is seen here.
+  uint32_t healthy = 0;
+  out_.ctl->poisoned.compare_exchange_strong(healthy, kPoisonedUnknown, std::memory_order_seq_cst);
+  out_.ctl->poisoned.fetch_or(0, std::memory_order_seq_cst);
+  const Deadline deadline(timeout);
+  while (out_.ctl->readerInside.load(std::memory_order_seq_cst) != 0) {
+    if (deadline.expired()) return false;
+    // The reader finishes the slice it is in (a copy or a reduction), then sees the poison.
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
 void FifoConnection::release() {
+  doneReading();
   if (mappedToken_) {
     releasePeerRegion(mappedToken_);
     mappedToken_ = nullptr;

@@ -86,6 +86,10 @@ struct FifoControl {
   alignas(64) std::atomic<uint64_t> dataHead;
   // Set by either side after a fatal error: the failed rank + 1 (kPoisonedUnknown: not named).
   alignas(64) std::atomic<uint32_t> poisoned;
+  // 1 while this direction's receiver reads a message in place in the sender's memory (same
+  // address space): a sender that gives up waits for 0 before its caller may free the memory
+  // (FifoConnection::awaitPeerOutOfMemory). Set only where `poisoned` was still 0 afterwards.
+  std::atomic<uint32_t> readerInside;
   std::atomic<uint32_t> readerCanRead;    // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
   std::atomic<uint64_t> senderProbeAddr;  // where `magic` sits in the sender's address space
   uint64_t magic;
@@ -141,6 +145,8 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   void post(uint32_t bytes, uint32_t tag) override;
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override;
   void release() override;
+  void doneReading() override;
+  bool awaitPeerOutOfMemory(std::chrono::milliseconds timeout) override;
   Status health(std::string* why) override;
   void poison() override { poisonFor(-1); }
   void poisonFor(int causeRank) override;
@@ -182,6 +188,7 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   void* mappedToken_ = nullptr;  // mapping the message at mappedHead_ is read through
   const char* mappedLocal_ = nullptr;
   const char* recvBase_ = nullptr;  // where the last by-reference message received lies here
+  bool readingPeer_ = false;        // in_.ctl->readerInside is set by this side
   uint64_t mappedHead_ = 0;
   uint32_t offerId_ = 0;     // receiver: the last offer made on the help board
   bool helpBroken_ = false;  // sender: the receiver's memory cannot be mapped; never help
