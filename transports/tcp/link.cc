@@ -275,8 +275,12 @@ void Link::poison() {
   ring();
 }
 
+// A peer that ended every socket at a frame boundary is not a poisoned link: it may have
+// finished its part and said goodbye, and what it sent before is in the slots or still in the
+// sockets ahead of the EOF. peerEnded() reports it; the executor then fails only a lane that
+// the link holds nothing more for, and health() names the end to a waiter it leaves stuck.
 bool Link::poisoned() const {
-  return poisoned_.load() || failed_.load() || peerClosed_.load() ||
+  return poisoned_.load() || failed_.load() ||
          (p_.peerFailure && p_.peerFailure->load(std::memory_order_acquire) != 0);
 }
 
@@ -467,8 +471,9 @@ void Link::readSome(int index) {
         return;
       }
       // At a frame boundary this is how a peer that destroyed its communicator says goodbye.
-      // Other sockets may still hold frames for us, so this is an error only once every socket
-      // has ended and the executor still waits (poisoned() then says so).
+      // Other sockets may still hold frames for us, so the link ends only once every socket
+      // has; even then it is an error only for a lane still waiting for a message the link
+      // does not hold (peerEnded()).
       s.eof = true;
       if (eofCount_.fetch_add(1) + 1 == p_.sockets) {
         WEFT_INFO(NET, "rank %d: tcp: %s closed the connection", p_.rank, peerName().c_str());
