@@ -36,6 +36,16 @@ class SocketHandler : public Handler {
 
 bool wouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK; }
 
+// Ends a socket of a link this side gave up on with a reset rather than a FIN: the peer reads
+// a FIN at a frame boundary as a goodbye (a finished rank's destroy sends one), a reset as the
+// failure it is. connect(AF_UNSPEC) disconnects the socket and sends the reset while the
+// descriptor stays open for the worker that may be using it; shutdown is the fallback.
+void abortSocket(int fd) {
+  sockaddr unspec{};
+  unspec.sa_family = AF_UNSPEC;
+  if (::connect(fd, &unspec, sizeof(unspec)) != 0) ::shutdown(fd, SHUT_RDWR);
+}
+
 }  // namespace
 
 Link::Link(const LinkParams& p) : p_(p) {
@@ -156,7 +166,7 @@ void Link::attach(const Hello& hello, int fd) {
     s->state.store(static_cast<int>(SockState::kReady));
   }
   registerSocket(static_cast<int>(hello.socketIndex));
-  if (poisoned_.load()) ::shutdown(fd, SHUT_RDWR);
+  if (poisoned_.load()) abortSocket(fd);
   s->worker->kick(s->id);  // frames may have arrived before the socket was watched
 }
 
@@ -266,17 +276,21 @@ void Link::poison() {
   poisoned_.store(true);
   for (auto& s : socks_) {
     std::lock_guard<std::mutex> lock(s->sendMu);
-    // The peer reads EOF and gives up. A socket still connecting or sending its hello is shut
-    // once the hello is out (writeSome): before that the peer's engine would drop it unread,
-    // and the peer would wait on a link that never reaches it.
+    // The peer reads a reset and gives up. A socket still connecting or sending its hello is
+    // reset once the hello is out (writeSome): before that the peer's engine would drop it
+    // unread, and the peer would wait on a link that never reaches it.
     if (s->fd >= 0 && s->state.load() == static_cast<int>(SockState::kReady) && s->helloLeft == 0)
-      ::shutdown(s->fd, SHUT_RDWR);
+      abortSocket(s->fd);
   }
   ring();
 }
 
+// A peer that ended every socket at a frame boundary is not a poisoned link: it may have
+// finished its part and said goodbye, and what it sent before is in the slots or still in the
+// sockets ahead of the EOF. peerEnded() reports it; the executor then fails only a lane that
+// the link holds nothing more for, and health() names the end to a waiter it leaves stuck.
 bool Link::poisoned() const {
-  return poisoned_.load() || failed_.load() || peerClosed_.load() ||
+  return poisoned_.load() || failed_.load() ||
          (p_.peerFailure && p_.peerFailure->load(std::memory_order_acquire) != 0);
 }
 
@@ -362,7 +376,7 @@ bool Link::writeSome(Sock& s) {
     }
     s.helloLeft -= static_cast<size_t>(n);
     if (s.helloLeft == 0 && poisoned_.load()) {
-      ::shutdown(s.fd, SHUT_RDWR);  // poisoned while the hello was on its way (poison())
+      abortSocket(s.fd);  // poisoned while the hello was on its way (poison())
       return true;
     }
   }
@@ -467,8 +481,9 @@ void Link::readSome(int index) {
         return;
       }
       // At a frame boundary this is how a peer that destroyed its communicator says goodbye.
-      // Other sockets may still hold frames for us, so this is an error only once every socket
-      // has ended and the executor still waits (poisoned() then says so).
+      // Other sockets may still hold frames for us, so the link ends only once every socket
+      // has; even then it is an error only for a lane still waiting for a message the link
+      // does not hold (peerEnded()).
       s.eof = true;
       if (eofCount_.fetch_add(1) + 1 == p_.sockets) {
         WEFT_INFO(NET, "rank %d: tcp: %s closed the connection", p_.rank, peerName().c_str());
@@ -579,13 +594,14 @@ void Link::fail(const std::string& why) {
     why_ = why;
     failed_.store(true);
   }
-  if (!closing_.load())
+  // After this side closed or gave up, a failing socket is expected, not news.
+  if (!closing_.load() && !poisoned_.load())
     WEFT_WARN(NET, "rank %d: %s", p_.rank, why.c_str());
   else
     WEFT_INFO(NET, "rank %d: %s", p_.rank, why.c_str());
-  // Tell the peer too: it reads EOF on every socket of this connection.
+  // Tell the peer too: it reads a reset on every socket of this connection.
   for (auto& s : socks_)
-    if (s->fd >= 0) ::shutdown(s->fd, SHUT_RDWR);
+    if (s->fd >= 0) abortSocket(s->fd);
   ring();
 }
 

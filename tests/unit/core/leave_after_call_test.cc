@@ -8,18 +8,18 @@
 // Ranks are threads of this process, each with its own ncclCommInitRank, on the shared-memory
 // transport (NCCL_P2P_DISABLE=1), which is where a link is a named segment that its first user
 // creates.
+#include "tests/support/leave_after_call.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "algorithms/registry.h"
 #include "nccl.h"
 #include "tests/support/collective_check.h"
-#include "tests/support/scoped_env.h"
 
 using namespace weft::test;
 
@@ -31,59 +31,9 @@ constexpr const char* kTimeoutMs = "3000";
 // second run also meets the ranks in another order.
 constexpr int kRuns = 2;
 
-Coll collOf(weft::plan::Collective c) {
-  switch (c) {
-    case weft::plan::Collective::kAllReduce:
-      return Coll::kAllReduce;
-    case weft::plan::Collective::kBroadcast:
-      return Coll::kBroadcast;
-    case weft::plan::Collective::kReduce:
-      return Coll::kReduce;
-    case weft::plan::Collective::kAllGather:
-      return Coll::kAllGather;
-    case weft::plan::Collective::kReduceScatter:
-      return Coll::kReduceScatter;
-    case weft::plan::Collective::kAlltoAll:
-      return Coll::kAlltoAll;
-    case weft::plan::Collective::kGather:
-      return Coll::kGather;
-    case weft::plan::Collective::kScatter:
-      return Coll::kScatter;
-    case weft::plan::Collective::kSendRecv:
-      return Coll::kSendRecv;
-  }
-  return Coll::kSendRecv;
-}
-
-// Fresh communicators of n ranks on threads (NCCL_ALGO=algo); each rank runs `c` once, checks
-// it, and destroys its communicator at once. On each rank's thread before(rank) runs before its
-// call and after(rank) between its call and its destroy. Returns the first failure, or "".
 template <class Before, class After>
 std::string runAndLeave(int n, const char* algo, const CheckCase& c, Before before, After after) {
-  ScopedEnv env({{"NCCL_ALGO", algo}, {"NCCL_P2P_DISABLE", "1"}, {"WEFT_TIMEOUT_MS", kTimeoutMs}});
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return "ncclGetUniqueId failed";
-  std::vector<std::string> failure(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) != ncclSuccess) {
-        failure[r] = std::string("init: ") + ncclGetLastError(nullptr);
-        return;
-      }
-      before(r);
-      const CheckResult res = runCheckRanks({comm}, {r}, n, c);
-      if (res.status != ncclSuccess || res.wrong != 0) failure[r] = res.message;
-      after(r);
-      if (ncclCommDestroy(comm) != ncclSuccess && failure[r].empty()) failure[r] = "destroy";
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r)
-    if (!failure[r].empty())
-      return std::string(algo) + " " + describe(c, n) + ": rank " + std::to_string(r) + ": " +
-             failure[r];
-  return "";
+  return weft::test::runAndLeave(n, algo, c, kTimeoutMs, before, after);
 }
 
 class LeaveAfterCall : public ::testing::TestWithParam<const char*> {};
