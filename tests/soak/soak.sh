@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long soak (issue 24): weft_soak for a while, nice'd, its output kept in a log.
+# The long soak: weft_soak for a while, nice'd, its output kept in a log.
 #   tests/soak/soak.sh [--minutes M] [--round-minutes R] [--calls N] [--seed X] [--max-ranks R]
 #                      [--modes LIST] [--build DIR] [--log FILE] [-- weft_soak options...]
 # Defaults: 10 minutes in one round, a seed from the clock, 8 ranks, threads and processes,

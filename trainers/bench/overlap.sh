@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The overlap benchmark of data parallelism (issue 25): the MLP under weft-train on two hosts
+# The overlap benchmark of data parallelism: the MLP under weft-train on two hosts
 # made of network namespaces (tests/netns/netns.sh), one rank each, talking tcp over a veth link
 # shaped with tc tbf so that one step's gradient reduction takes about as long as its backward.
 # Runs the step with the gradient buckets reduced after backward (--overlap 0) and during it,
