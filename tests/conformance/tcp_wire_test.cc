@@ -153,10 +153,13 @@ int dial(const transport::PeerInfo& target) {
   return fd;
 }
 
+// Sends everything, as a hand-made peer. A link that rejected what came first resets its socket,
+// so the rest of a bad frame may meet ECONNRESET: the test then checks the link's error.
 void sendAll(int fd, const void* data, size_t n) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && (errno == ECONNRESET || errno == EPIPE)) return;
     ASSERT_GT(w, 0) << std::strerror(errno);
     p += w;
     n -= static_cast<size_t>(w);
@@ -223,7 +226,8 @@ class HostilePeer : public ::testing::Test {
     std::string why;
     while (std::chrono::steady_clock::now() < end) {
       if (c.health(&why) != Status::kSuccess) {
-        EXPECT_TRUE(c.poisoned());
+        // A peer that failed resets its sockets (poison); one that only closed has ended.
+        EXPECT_TRUE(c.poisoned() || c.peerEnded());
         return why;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
