@@ -38,10 +38,63 @@ int correctnessGrid(const std::vector<ncclComm_t>& comms, const std::vector<int>
   return 0;
 }
 
+namespace {
+
+// A child process that creates the unique id (which starts the bootstrap root's thread) and
+// keeps the root alive until the parent closes `hold`. The rank processes are then forked from a
+// parent that never started a thread: a fork from a threaded process may inherit a lock another
+// thread held (a sanitizer allocator's, for one) and hang the child.
+struct RootHost {
+  pid_t pid = -1;
+  int hold = -1;
+  bool ok = false;
+  ncclUniqueId id{};
+
+  RootHost() {
+    int idPipe[2], holdPipe[2];
+    if (pipe(idPipe) != 0) return;
+    if (pipe(holdPipe) != 0) {
+      close(idPipe[0]);
+      close(idPipe[1]);
+      return;
+    }
+    pid = fork();
+    if (pid == 0) {
+      close(idPipe[0]);
+      close(holdPipe[1]);
+      ncclUniqueId made;
+      if (ncclGetUniqueId(&made) != ncclSuccess) _exit(92);
+      if (write(idPipe[1], &made, sizeof made) != ssize_t(sizeof made)) _exit(93);
+      char byte;
+      while (read(holdPipe[0], &byte, 1) > 0) {
+      }
+      _exit(0);
+    }
+    close(idPipe[1]);
+    close(holdPipe[0]);
+    hold = holdPipe[1];
+    size_t got = 0;
+    while (pid > 0 && got < sizeof id) {
+      ssize_t r = read(idPipe[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    close(idPipe[0]);
+    ok = pid > 0 && got == sizeof id;
+  }
+  ~RootHost() {
+    if (hold >= 0) close(hold);
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+};
+
+}  // namespace
+
 std::vector<int> forkRanks(int procs, int perProc, const RankBody& body,
                            const std::function<void(int)>& setup, int timeoutSec) {
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return std::vector<int>(procs, 92);
+  RootHost root;
+  if (!root.ok) return std::vector<int>(procs, 92);
+  const ncclUniqueId id = root.id;
   const int n = procs * perProc;
   std::vector<pid_t> pids;
   for (int p = 0; p < procs; ++p) {
@@ -56,6 +109,7 @@ std::vector<int> forkRanks(int procs, int perProc, const RankBody& body,
         if (ncclCommInitRank(&comms[j], n, id, p * perProc + j) != ncclSuccess) _exit(90);
       }
       if (ncclGroupEnd() != ncclSuccess) _exit(91);
+      close(root.hold);
       int code = body(comms, ranks, n);
       for (auto c : comms) ncclCommDestroy(c);
       _exit(code);

@@ -251,7 +251,6 @@ uint64_t Worker::add(int fd, std::shared_ptr<Handler> h, bool ticks) {
 }
 
 void Worker::remove(uint64_t id, int fd) {
-  if (fd >= 0) (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
   std::shared_ptr<Handler> dead;  // destroyed outside the lock
   std::unique_lock<std::mutex> lock(mu_);
   auto it = handlers_.find(id);
@@ -262,9 +261,13 @@ void Worker::remove(uint64_t id, int fd) {
   ticking_.erase(std::remove(ticking_.begin(), ticking_.end(), id), ticking_.end());
   // The worker may be inside this handler right now (it took a reference before the erase):
   // wait for that turn to end, unless this is the handler itself removing its own id.
-  if (std::this_thread::get_id() == threadId_) return;
-  if (!idle_.wait_for(lock, kRemoveWait, [&] { return running_ != id; }))
+  if (std::this_thread::get_id() != threadId_ &&
+      !idle_.wait_for(lock, kRemoveWait, [&] { return running_ != id; }))
     WEFT_WARN(NET, "tcp: worker %d: a handler's turn outlasted its removal", index_);
+  lock.unlock();
+  // Deregistered after the handler's last turn: that turn may still have been using the socket
+  // (a failing link resets it), and no turn can start once the handler is erased.
+  if (fd >= 0) (void)::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
 template <class Fn>
