@@ -188,6 +188,14 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
   char* land = low.mayLand && bytes >= lowered_.rdvBytes
                    ? static_cast<char*>(low.sendMemory->landingFor(bytes, tag))
                    : nullptr;
+  // A landing taken and then not written (the slice waits for its input, or fails) is handed
+  // back: the receiver may not be left believing a write into its memory is under way.
+  struct LandingHeld {
+    transport::PeerMemory* memory;
+    ~LandingHeld() {
+      if (memory) memory->withdrawLanding();
+    }
+  } held{land ? low.sendMemory : nullptr};
   void* out = nullptr;
   if (ls.send && !land) {
     out = ls.send->sendSlotFor(bytes);
@@ -303,6 +311,7 @@ int Interpreter::moveSlice(int lane, LaneState& ls, const plan::Step& s, const L
       ls.recv->doneReading();  // the rest of the message is read by the next slices
   }
   if (land) {
+    held.memory = nullptr;
     low.sendMemory->postLanded(static_cast<uint32_t>(bytes), tag);
     gLandedSlices.fetch_add(1, std::memory_order_relaxed);
   } else if (ls.send && !byRef) {

@@ -1,9 +1,11 @@
-/* A rank aborted during a large allreduce frees its buffers the moment its call returns, as a
+/* A rank aborted during a large collective frees its buffers the moment its call returns, as a
  * program would. On the local transport peers read large messages in place from the sender's
- * buffer: the aborted rank's call must not return while a peer still reads there. Malloc's mmap
- * threshold is lowered so that a freed buffer is unmapped at once, and a late read crashes.
+ * buffer, and store into a receiver's buffer where it offered it (a landing): the aborted rank's
+ * call must not return while a peer still reads or writes there. Malloc's mmap threshold is
+ * lowered so that a freed buffer is unmapped at once, and a late read or write crashes.
  * Ranks are threads of this process (ncclCommInitAll); every round aborts one rank at a random
- * moment of the call from a second thread. Usage: abort_frees_buffers ROUNDS [RANKS]. */
+ * moment of the call from a second thread; rounds cycle through an allreduce, a
+ * broadcast and an allgather (both land). Usage: abort_frees_buffers ROUNDS [RANKS]. */
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "weft/weft.h"
 
 enum { kMaxRanks = 8 };
 static const size_t kCount = 1 << 19; /* floats: 2 MiB, sent by reference in large slices */
@@ -20,8 +23,21 @@ struct Rank {
   int index;
   int victim;
   useconds_t abortAfter;
+  int coll; /* 0 allreduce, 1 broadcast from rank 0, 2 allgather */
+  int nranks;
   ncclResult_t result;
 };
+
+static ncclResult_t runCollective(struct Rank* r, float* send, float* recv) {
+  switch (r->coll) {
+    case 0:
+      return ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, r->comm, NULL);
+    case 1:
+      return ncclBroadcast(send, recv, kCount, ncclFloat, 0, r->comm, NULL);
+    default:
+      return ncclAllGather(send, recv, kCount / r->nranks, ncclFloat, r->comm, NULL);
+  }
+}
 
 static void* aborter(void* arg) {
   struct Rank* r = arg;
@@ -32,16 +48,21 @@ static void* aborter(void* arg) {
 
 static void* rankMain(void* arg) {
   struct Rank* r = arg;
-  float* buf = malloc(kCount * sizeof(float));
-  if (!buf) {
+  float* send = malloc(kCount * sizeof(float));
+  float* recv = malloc(kCount * sizeof(float));
+  if (!send || !recv) {
+    free(send);
+    free(recv);
     r->result = ncclSystemError;
     return NULL;
   }
-  for (size_t i = 0; i < kCount; ++i) buf[i] = (float)(r->index + 1);
+  for (size_t i = 0; i < kCount; ++i) send[i] = recv[i] = (float)(r->index + 1);
   pthread_t thread;
   if (r->victim) pthread_create(&thread, NULL, aborter, r);
-  r->result = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, r->comm, NULL);
-  free(buf); /* at once: a peer still reading it would fault */
+  r->result = runCollective(r, send, recv);
+  /* At once: a peer still reading either buffer, or storing into recv, would fault. */
+  free(send);
+  free(recv);
   if (r->victim) pthread_join(thread, NULL);
   return NULL;
 }
@@ -63,7 +84,8 @@ int main(int argc, char** argv) {
     pthread_t threads[kMaxRanks];
     const int victim = 1 + rand() % (n - 1);
     for (int i = 0; i < n; ++i) {
-      ranks[i] = (struct Rank){comms[i], i, i == victim, (useconds_t)(rand() % 400), ncclSuccess};
+      ranks[i] = (struct Rank){comms[i],  i, i == victim, (useconds_t)(rand() % 400),
+                               round % 3, n, ncclSuccess};
       pthread_create(&threads[i], NULL, rankMain, &ranks[i]);
     }
     for (int i = 0; i < n; ++i) pthread_join(threads[i], NULL);
@@ -71,7 +93,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i)
       if (i != victim) ncclCommAbort(comms[i]);
   }
-  printf("%d rounds of %d ranks, %d aborts landed during the call: no rank read freed memory\n",
-         rounds, n, aborted);
+  printf(
+      "%d rounds of %d ranks, %d aborts landed during the call, %llu slices stored into a "
+      "receiver's buffer: no rank touched freed memory\n",
+      rounds, n, aborted, (unsigned long long)weftLandedSlices());
   return 0;
 }

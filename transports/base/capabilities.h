@@ -67,6 +67,9 @@ class PeerMemory {
   // no descriptor is free). Write them, then postLanded().
   virtual void* landingFor(size_t bytes, uint32_t tag) = 0;
   virtual void postLanded(uint32_t bytes, uint32_t tag) = 0;
+  // Sender side: a landing that landingFor() returned is not written after all (the slice
+  // waits for its input, or fails); the next slice asks landingFor() again.
+  virtual void withdrawLanding() {}
 };
 
 }  // namespace weft::transport

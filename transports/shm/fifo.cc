@@ -58,6 +58,7 @@ void fifoInit(void* mem) {
   ctl->dataHead.store(0, std::memory_order_relaxed);
   ctl->poisoned.store(0, std::memory_order_relaxed);
   ctl->readerInside.store(0, std::memory_order_relaxed);
+  ctl->writerInside.store(0, std::memory_order_relaxed);
   ctl->readerCanRead.store(0, std::memory_order_relaxed);
   ctl->senderProbeAddr.store(0, std::memory_order_relaxed);
   ctl->magic = kProbeMagic;
@@ -283,18 +284,46 @@ void FifoConnection::doneReading() {
 bool FifoConnection::awaitPeerOutOfMemory(std::chrono::milliseconds timeout) {
   if (p_.remote != RemoteMode::kDirect) return true;  // other processes read copies or mappings
   // Poisoned (the caller's poison names the cause; this only makes sure), and a seq_cst
-  // read-modify-write of the poison word orders it before the load of the reader's flag (see
-  // recvMessage): a reader that found it still 0 had set its flag, which is seen here.
-  uint32_t healthy = 0;
-  out_.ctl->poisoned.compare_exchange_strong(healthy, kPoisonedUnknown, std::memory_order_seq_cst);
-  out_.ctl->poisoned.fetch_or(0, std::memory_order_seq_cst);
+  // read-modify-write of the poison word orders it before the load of the peer's flag (see
+  // recvMessage and enterReceiverMemory): a peer that found it still 0 had set its flag, which
+  // is seen here. Both directions: the peer may read this rank's memory (a message sent by
+  // reference) or write it (a landing offered, a copy helped).
+  for (FifoControl* ctl : {out_.ctl, in_.ctl}) {
+    uint32_t healthy = 0;
+    ctl->poisoned.compare_exchange_strong(healthy, kPoisonedUnknown, std::memory_order_seq_cst);
+    ctl->poisoned.fetch_or(0, std::memory_order_seq_cst);
+  }
   const Deadline deadline(timeout);
-  while (out_.ctl->readerInside.load(std::memory_order_seq_cst) != 0) {
+  return awaitFlagClear(out_.ctl->readerInside, deadline.remaining()) &&
+         awaitFlagClear(in_.ctl->writerInside, deadline.remaining());
+}
+
+bool FifoConnection::awaitFlagClear(const std::atomic<uint32_t>& flag,
+                                    std::chrono::milliseconds timeout) {
+  const Deadline deadline(timeout);
+  while (flag.load(std::memory_order_seq_cst) != 0) {
     if (deadline.expired()) return false;
-    // The reader finishes the slice it is in (a copy or a reduction), then sees the poison.
+    // The peer finishes the slice it is in (a copy or a reduction), then sees the poison.
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return true;
+}
+
+bool FifoConnection::enterReceiverMemory() {
+  if (writingPeer_) return true;
+  out_.ctl->writerInside.store(1, std::memory_order_seq_cst);
+  if (out_.ctl->poisoned.load(std::memory_order_seq_cst) != 0) {
+    out_.ctl->writerInside.store(0, std::memory_order_release);
+    return false;
+  }
+  writingPeer_ = true;
+  return true;
+}
+
+void FifoConnection::leaveReceiverMemory() {
+  if (!writingPeer_) return;
+  writingPeer_ = false;
+  out_.ctl->writerInside.store(0, std::memory_order_release);
 }
 
 void FifoConnection::release() {
@@ -443,6 +472,8 @@ bool FifoConnection::assist() {
     return false;
   HelpBoard& b = out_.ctl->help;
   if (b.offer.load(std::memory_order_acquire) == 0) return false;
+  // In the receiver's own address space, the copies must not outlive the receiver's call.
+  if (p_.remote == RemoteMode::kDirect && !enterReceiverMemory()) return false;
   uint64_t c = b.claim.load(std::memory_order_acquire);
   bool copied = false;
   void* token = nullptr;
@@ -481,6 +512,7 @@ bool FifoConnection::assist() {
     c = b.claim.load(std::memory_order_acquire);
   }
   if (token) releasePeerRegion(token);
+  leaveReceiverMemory();
   return copied;
 }
 
@@ -551,12 +583,15 @@ void* FifoConnection::landingFor(size_t bytes, uint32_t tag) {
   if (v != landVersion_ && !(v & 1)) adoptLanding(v);
   if (!landLocal_ || landSendAt_ + bytes > landEnd_ || tag != landTag_ || !descriptorFree())
     return nullptr;
+  // In the receiver's own address space, the write must not outlive the receiver's call.
+  if (p_.remote == RemoteMode::kDirect && !enterReceiverMemory()) return nullptr;
   return landLocal_ + landSendAt_;
 }
 
 void FifoConnection::postLanded(uint32_t bytes, uint32_t tag) {
   sendInline_ = false;
   publish(bytes | kLandedFlag, tag, 0);
+  leaveReceiverMemory();
 }
 
 }  // namespace weft::transport

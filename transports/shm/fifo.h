@@ -90,6 +90,10 @@ struct FifoControl {
   // address space): a sender that gives up waits for 0 before its caller may free the memory
   // (FifoConnection::awaitPeerOutOfMemory). Set only where `poisoned` was still 0 afterwards.
   std::atomic<uint32_t> readerInside;
+  // 1 while this direction's sender writes the receiver's memory in place (a landing or a
+  // helped copy, same address space): a receiver that gives up waits for 0 before its caller
+  // may free its buffers. The same handshake with `poisoned` as readerInside.
+  std::atomic<uint32_t> writerInside;
   std::atomic<uint32_t> readerCanRead;    // CMA probe by the receiver: 0 unknown, 1 yes, 2 no
   std::atomic<uint64_t> senderProbeAddr;  // where `magic` sits in the sender's address space
   uint64_t magic;
@@ -172,8 +176,15 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   bool offerLanding(void* dst, size_t bytes, uint32_t tag) override;
   void* landingFor(size_t bytes, uint32_t tag) override;
   void postLanded(uint32_t bytes, uint32_t tag) override;
+  void withdrawLanding() override { leaveReceiverMemory(); }
 
  private:
+  // Sender, same address space: announces a write into the receiver's memory; false (and
+  // nothing announced) where the receiver already gave up.
+  bool enterReceiverMemory();
+  void leaveReceiverMemory();
+  // Waits until `flag` of a direction this side poisoned is 0; false at the deadline.
+  static bool awaitFlagClear(const std::atomic<uint32_t>& flag, std::chrono::milliseconds timeout);
   Params p_;
   FifoView out_, in_;
   uint64_t sendTail_ = 0, sendHeadCache_ = 0;  // sender side (mine): messages
@@ -189,6 +200,7 @@ class FifoConnection : public Connection, public ReferenceSends, public PeerMemo
   const char* mappedLocal_ = nullptr;
   const char* recvBase_ = nullptr;  // where the last by-reference message received lies here
   bool readingPeer_ = false;        // in_.ctl->readerInside is set by this side
+  bool writingPeer_ = false;        // out_.ctl->writerInside is set by this side
   uint64_t mappedHead_ = 0;
   uint32_t offerId_ = 0;     // receiver: the last offer made on the help board
   bool helpBroken_ = false;  // sender: the receiver's memory cannot be mapped; never help
