@@ -117,8 +117,7 @@ bool deregisterDeviceBuffer(const void* owner, const void* buff) {
   Registrations& r = registrations();
   std::lock_guard<std::mutex> lock(r.mu);
   auto o = r.byOwner.find(owner);
-  if (o == r.byOwner.end() || o->second.erase(reinterpret_cast<uintptr_t>(buff)) == 0)
-    return false;
+  if (o == r.byOwner.end() || o->second.erase(reinterpret_cast<uintptr_t>(buff)) == 0) return false;
   if (o->second.empty()) r.byOwner.erase(o);
   return true;
 }

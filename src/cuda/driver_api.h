@@ -30,42 +30,46 @@ inline constexpr CuResult kCuErrorNotReady = 600;
 inline constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
 inline constexpr CuResult kCuErrorNotSupported = 801;
 
-inline constexpr int kCuPointerAttributeContext = 1;           // CU_POINTER_ATTRIBUTE_CONTEXT
-inline constexpr int kCuPointerAttributeMemoryType = 2;        // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
-inline constexpr int kCuPointerAttributeBufferId = 7;          // CU_POINTER_ATTRIBUTE_BUFFER_ID
-inline constexpr int kCuPointerAttributeIsManaged = 8;         // CU_POINTER_ATTRIBUTE_IS_MANAGED
-inline constexpr int kCuPointerAttributeDeviceOrdinal = 9;     // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
-inline constexpr int kCuPointerAttributeLegacyIpcCapable = 10; // ..._IS_LEGACY_CUDA_IPC_CAPABLE
-inline constexpr int kCuPointerAttributeRangeStartAddr = 11;   // ..._RANGE_START_ADDR
-inline constexpr int kCuPointerAttributeRangeSize = 12;        // ..._RANGE_SIZE
+inline constexpr int kCuPointerAttributeContext = 1;        // CU_POINTER_ATTRIBUTE_CONTEXT
+inline constexpr int kCuPointerAttributeMemoryType = 2;     // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+inline constexpr int kCuPointerAttributeBufferId = 7;       // CU_POINTER_ATTRIBUTE_BUFFER_ID
+inline constexpr int kCuPointerAttributeIsManaged = 8;      // CU_POINTER_ATTRIBUTE_IS_MANAGED
+inline constexpr int kCuPointerAttributeDeviceOrdinal = 9;  // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+inline constexpr int kCuPointerAttributeLegacyIpcCapable = 10;    // ..._IS_LEGACY_CUDA_IPC_CAPABLE
+inline constexpr int kCuPointerAttributeRangeStartAddr = 11;      // ..._RANGE_START_ADDR
+inline constexpr int kCuPointerAttributeRangeSize = 12;           // ..._RANGE_SIZE
 inline constexpr int kCuPointerAttributeAllowedHandleTypes = 14;  // ..._ALLOWED_HANDLE_TYPES
 inline constexpr unsigned kCuMemoryTypeHost = 1;
 inline constexpr unsigned kCuMemoryTypeDevice = 2;
 inline constexpr unsigned kCuMemoryTypeArray = 3;
 inline constexpr unsigned kCuMemoryTypeUnified = 4;
 
-inline constexpr int kCuDeviceAttributePciBusId = 33;                   // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
-inline constexpr int kCuDeviceAttributeVmmSupported = 102;              // ..._VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-inline constexpr int kCuDeviceAttributePosixFdSupported = 103;          // ..._HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-inline constexpr int kCuDeviceAttributeGpuDirectRdmaWithVmm = 110;      // ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+inline constexpr int kCuDeviceAttributePciBusId = 33;  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+inline constexpr int kCuDeviceAttributeVmmSupported =
+    102;  // ..._VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+inline constexpr int kCuDeviceAttributePosixFdSupported =
+    103;  // ..._HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+inline constexpr int kCuDeviceAttributeGpuDirectRdmaWithVmm =
+    110;  // ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
 
-inline constexpr int kCuMemHandleTypePosixFd = 0x1;        // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-inline constexpr int kCuMemAllocationTypePinned = 0x1;     // CU_MEM_ALLOCATION_TYPE_PINNED
-inline constexpr int kCuMemLocationTypeDevice = 0x1;       // CU_MEM_LOCATION_TYPE_DEVICE
-inline constexpr int kCuMemAccessProtReadWrite = 0x3;      // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int kCuMemHandleTypePosixFd = 0x1;     // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+inline constexpr int kCuMemAllocationTypePinned = 0x1;  // CU_MEM_ALLOCATION_TYPE_PINNED
+inline constexpr int kCuMemLocationTypeDevice = 0x1;    // CU_MEM_LOCATION_TYPE_DEVICE
+inline constexpr int kCuMemAccessProtReadWrite = 0x3;   // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 inline constexpr int kCuMemAllocGranularityMinimum = 0x0;  // CU_MEM_ALLOC_GRANULARITY_MINIMUM
 inline constexpr int kCuMemAllocGranularityRecommended = 0x1;
-inline constexpr unsigned kCuIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-inline constexpr unsigned kCuEventDisableTiming = 0x2;          // CU_EVENT_DISABLE_TIMING
-inline constexpr size_t kCuIpcHandleSize = 64;                  // CU_IPC_HANDLE_SIZE
+inline constexpr unsigned kCuIpcMemLazyEnablePeerAccess =
+    0x1;                                                // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+inline constexpr unsigned kCuEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
+inline constexpr size_t kCuIpcHandleSize = 64;          // CU_IPC_HANDLE_SIZE
 
-using CuDevice = int;                              // CUdevice
-using CuDevicePtr = unsigned long long;            // CUdeviceptr
-using CuMemHandle = unsigned long long;            // CUmemGenericAllocationHandle
-using CuContext = struct CuContextOpaque*;         // CUcontext
-using CuStream = struct CuStreamOpaque*;           // CUstream
-using CuEvent = struct CuEventOpaque*;             // CUevent
-using CuHostFn = void (*)(void* userData);         // CUhostFn
+using CuDevice = int;                       // CUdevice
+using CuDevicePtr = unsigned long long;     // CUdeviceptr
+using CuMemHandle = unsigned long long;     // CUmemGenericAllocationHandle
+using CuContext = struct CuContextOpaque*;  // CUcontext
+using CuStream = struct CuStreamOpaque*;    // CUstream
+using CuEvent = struct CuEventOpaque*;      // CUevent
+using CuHostFn = void (*)(void* userData);  // CUhostFn
 
 struct CuMemLocation {  // CUmemLocation
   int type = 0;         // CUmemLocationType
@@ -176,8 +180,8 @@ const DriverLoad& driver();
 
 // Groups of optional entry points, by what needs them.
 enum class DriverFeature {
-  kContext,  // cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGet, cuDeviceGetAttribute
-  kVmm,      // cuMemCreate ... cuMemGetAllocationGranularity, cuDeviceCanAccessPeer
+  kContext,    // cuCtxGetCurrent, cuCtxGetDevice, cuDeviceGet, cuDeviceGetAttribute
+  kVmm,        // cuMemCreate ... cuMemGetAllocationGranularity, cuDeviceCanAccessPeer
   kLegacyIpc,  // cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle, range query
   kStreams,    // cuStreamQuery, cuLaunchHostFunc, cuEvent*
 };

@@ -40,7 +40,9 @@ int attribute(const DriverApi& api, CuDevice dev, int which) {
   return v;
 }
 
-CuDevicePtr address(const void* p) { return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(p)); }
+CuDevicePtr address(const void* p) {
+  return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(p));
+}
 void* pointer(CuDevicePtr p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); }
 
 // cuMemAlloc memory, where the device or driver has no cuMem.
@@ -73,8 +75,8 @@ bool currentContextDevice(const DriverApi* api, int* device) {
   return true;
 }
 
-Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes,
-                              DeviceAllocation* out, std::string* why) {
+Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes, DeviceAllocation* out,
+                              std::string* why) {
   if (bytes == 0) {
     *why = "size is 0";
     return Status::kInvalidArgument;
@@ -97,8 +99,8 @@ Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes,
   if (api.memGetAllocationGranularity(&granularity, &prop, kCuMemAllocGranularityRecommended) !=
           kCuSuccess ||
       granularity == 0) {
-    if (CuResult rc = api.memGetAllocationGranularity(&granularity, &prop,
-                                                      kCuMemAllocGranularityMinimum);
+    if (CuResult rc =
+            api.memGetAllocationGranularity(&granularity, &prop, kCuMemAllocGranularityMinimum);
         rc != kCuSuccess || granularity == 0)
       return driverFailed(api, "cuMemGetAllocationGranularity", rc, why);
   }
@@ -143,8 +145,7 @@ Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes,
     d.flags = kCuMemAccessProtReadWrite;
     access.push_back(d);
   }
-  if (CuResult rc = api.memSetAccess(va, rounded, access.data(), access.size());
-      rc != kCuSuccess) {
+  if (CuResult rc = api.memSetAccess(va, rounded, access.data(), access.size()); rc != kCuSuccess) {
     destroyDeviceAllocation(api, a);
     return driverFailed(api, "cuMemSetAccess", rc, why);
   }

@@ -21,11 +21,11 @@ struct DeviceAllocation {
   size_t bytes = 0;      // what is mapped: the request rounded up to the granularity
   size_t requested = 0;  // what the caller asked for
   int device = -1;
-  bool cuMem = false;    // false: cuMemAlloc memory (no fd, legacy IPC only)
+  bool cuMem = false;  // false: cuMemAlloc memory (no fd, legacy IPC only)
   weft::cuda::CuMemHandle handle = 0;
-  int fd = -1;           // the exported POSIX fd, -1 where the device cannot export one
-  uint64_t id = 0;       // unique in this process: the importer's cache key with the pid
-  uint64_t secret = 0;   // what a peer shows the fd socket (fd_passing.h)
+  int fd = -1;          // the exported POSIX fd, -1 where the device cannot export one
+  uint64_t id = 0;      // unique in this process: the importer's cache key with the pid
+  uint64_t secret = 0;  // what a peer shows the fd socket (fd_passing.h)
 };
 
 // The device of the calling thread's current CUDA context. False where the host path applies:
@@ -36,8 +36,8 @@ bool currentContextDevice(const DriverApi* api, int* device);
 // Allocates as the header says, without recording it. Every step that fails undoes the ones
 // before it and returns kUnhandledCudaError (kSystemError for out of memory) with the step and
 // the driver's result in *why.
-Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes,
-                              DeviceAllocation* out, std::string* why);
+Status createDeviceAllocation(const DriverApi& api, int device, size_t bytes, DeviceAllocation* out,
+                              std::string* why);
 // Undoes createDeviceAllocation (unmap, free the address range, release, close the fd).
 void destroyDeviceAllocation(const DriverApi& api, const DeviceAllocation& a);
 

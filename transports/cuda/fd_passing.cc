@@ -236,10 +236,10 @@ int fetchFromSocket(int ownerPid, int ownerFd, uint64_t nonce, uint64_t secret,
   }
   if (reply.status != 0 || fd < 0) {
     if (fd >= 0) close(fd);
-    *why = "process " + std::to_string(ownerPid) + " refused fd " + std::to_string(ownerFd) +
-           ": " + (reply.status == EBADF ? std::string("not shared")
-                                         : reply.status == EPERM ? std::string("wrong secret")
-                                                                 : sysError("", reply.status));
+    *why = "process " + std::to_string(ownerPid) + " refused fd " + std::to_string(ownerFd) + ": " +
+           (reply.status == EBADF   ? std::string("not shared")
+            : reply.status == EPERM ? std::string("wrong secret")
+                                    : sysError("", reply.status));
     return -1;
   }
   return fd;

@@ -11,7 +11,9 @@ namespace {
 
 using namespace weft::cuda;
 
-CuDevicePtr address(const void* p) { return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(p)); }
+CuDevicePtr address(const void* p) {
+  return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(p));
+}
 
 Status driverFailed(const DriverApi& api, const std::string& step, CuResult rc, std::string* why) {
   *why = step + " failed: " + resultText(&api, rc);
@@ -67,8 +69,8 @@ Status exportLegacy(const DriverApi& api, const void* ptr, size_t length, IpcDes
 
 }  // namespace
 
-Status exportDeviceBuffer(const DriverApi& api, const void* ptr, size_t length,
-                          IpcDescriptor* out, std::string* why) {
+Status exportDeviceBuffer(const DriverApi& api, const void* ptr, size_t length, IpcDescriptor* out,
+                          std::string* why) {
   DeviceAllocation a;
   if (!findDeviceAllocation(ptr, &a) || a.fd < 0) return exportLegacy(api, ptr, length, out, why);
   const uint64_t offset = address(ptr) - address(a.base);

@@ -27,8 +27,8 @@ using weft::cuda::DriverApi;
 // gives kLegacy, from the driver's range (cuMemGetAddressRange) and buffer id. Refuses
 // (kInvalidArgument) a range that leaves its allocation, and says which entry point is missing
 // where the driver lacks one.
-Status exportDeviceBuffer(const DriverApi& api, const void* ptr, size_t length,
-                          IpcDescriptor* out, std::string* why);
+Status exportDeviceBuffer(const DriverApi& api, const void* ptr, size_t length, IpcDescriptor* out,
+                          std::string* why);
 
 // The peer's side. Not copyable; one per communicator (or per process), used from any thread.
 class IpcImporter {

@@ -27,18 +27,18 @@ enum class IpcKind : uint16_t {
 struct IpcDescriptor {
   uint32_t magic = kIpcMagic;
   uint16_t version = kIpcVersion;
-  uint16_t kind = 0;          // IpcKind
-  int32_t ownerPid = 0;       // the exporting process
-  int32_t ownerDevice = -1;   // its CUDA ordinal for the allocation (informational)
-  uint64_t allocationId = 0;  // unique in the owner process: the importer's cache key with pid
-  uint64_t ownerBase = 0;     // the allocation's base address in the owner
+  uint16_t kind = 0;             // IpcKind
+  int32_t ownerPid = 0;          // the exporting process
+  int32_t ownerDevice = -1;      // its CUDA ordinal for the allocation (informational)
+  uint64_t allocationId = 0;     // unique in the owner process: the importer's cache key with pid
+  uint64_t ownerBase = 0;        // the allocation's base address in the owner
   uint64_t allocationBytes = 0;  // the whole allocation (what is mapped)
-  uint64_t offset = 0;        // where the described buffer starts in the allocation
-  uint64_t length = 0;        // the buffer's length
-  int32_t ownerFd = -1;       // kCuMemFd: the fd number in the owner's table; else -1
-  uint32_t reserved = 0;      // must be zero
-  uint64_t socketNonce = 0;   // kCuMemFd: names the owner's fd socket (SCM_RIGHTS fallback)
-  uint64_t secret = 0;        // kCuMemFd: proves to that socket that the asker got this descriptor
+  uint64_t offset = 0;           // where the described buffer starts in the allocation
+  uint64_t length = 0;           // the buffer's length
+  int32_t ownerFd = -1;          // kCuMemFd: the fd number in the owner's table; else -1
+  uint32_t reserved = 0;         // must be zero
+  uint64_t socketNonce = 0;      // kCuMemFd: names the owner's fd socket (SCM_RIGHTS fallback)
+  uint64_t secret = 0;  // kCuMemFd: proves to that socket that the asker got this descriptor
   unsigned char legacyHandle[kIpcLegacyHandleBytes] = {};  // kLegacy: the CUipcMemHandle
 };
 static_assert(sizeof(IpcDescriptor) == 144, "IpcDescriptor is a wire format");

@@ -9,27 +9,35 @@
 namespace weft::transport::cuda {
 namespace {
 
-constexpr int kNvmlRemoteGpu = 0;       // nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_GPU
-constexpr int kNvmlRemoteSwitch = 2;    // NVML_NVLINK_DEVICE_TYPE_SWITCH
+constexpr int kNvmlRemoteGpu = 0;     // nvmlIntNvLinkDeviceType_t NVML_NVLINK_DEVICE_TYPE_GPU
+constexpr int kNvmlRemoteSwitch = 2;  // NVML_NVLINK_DEVICE_TYPE_SWITCH
 
 }  // namespace
 
 const char* peerPathName(PeerPath p) {
   switch (p) {
-    case PeerPath::kSame: return "same GPU";
-    case PeerPath::kNvLink: return "NVLink";
-    case PeerPath::kNvSwitch: return "NVSwitch";
-    case PeerPath::kPcie: return "PCIe P2P";
-    case PeerPath::kNone: return "no P2P";
+    case PeerPath::kSame:
+      return "same GPU";
+    case PeerPath::kNvLink:
+      return "NVLink";
+    case PeerPath::kNvSwitch:
+      return "NVSwitch";
+    case PeerPath::kPcie:
+      return "PCIe P2P";
+    case PeerPath::kNone:
+      return "no P2P";
   }
   return "?";
 }
 
 const char* peerAccessName(PeerAccess a) {
   switch (a) {
-    case PeerAccess::kLoadStore: return "load/store";
-    case PeerAccess::kCopyEngine: return "copy engine";
-    case PeerAccess::kHostStaged: return "host staged";
+    case PeerAccess::kLoadStore:
+      return "load/store";
+    case PeerAccess::kCopyEngine:
+      return "copy engine";
+    case PeerAccess::kHostStaged:
+      return "host staged";
   }
   return "?";
 }
@@ -105,8 +113,8 @@ std::string PeerLinkMap::describe() const {
     for (int b = 0; b < devices_; ++b) {
       if (a == b) continue;
       const PeerLink l = link(a, b);
-      out += "GPU " + std::to_string(a) + " -> GPU " + std::to_string(b) + ": " +
-             peerPathName(l.path);
+      out +=
+          "GPU " + std::to_string(a) + " -> GPU " + std::to_string(b) + ": " + peerPathName(l.path);
       if (l.nvlinks) out += " x" + std::to_string(l.nvlinks);
       out += std::string(", ") + peerAccessName(access(a, b)) + "\n";
     }
