@@ -75,6 +75,7 @@ struct FdServer::State {
   std::mutex mu;
   std::map<int, uint64_t> shared;  // fd -> secret
   std::atomic<uint64_t> served{0};
+  std::atomic<bool> stopping{false};
   std::thread thread;
 
   void answer(int client) {
@@ -111,7 +112,7 @@ struct FdServer::State {
   }
 
   void run() {
-    for (;;) {
+    while (!stopping.load(std::memory_order_acquire)) {
       pollfd fds[2] = {{listenFd, POLLIN, 0}, {stopFd, POLLIN, 0}};
       const int n = poll(fds, 2, kServerPollMs);
       if (n < 0 && errno != EINTR) return;
@@ -155,7 +156,8 @@ std::unique_ptr<FdServer> FdServer::start(std::string* why) {
 }
 
 FdServer::~FdServer() {
-  // An eventfd write of 1 cannot fail short of a broken fd; the thread also polls with a timeout.
+  // The event wakes the thread at once; the flag ends it at its next poll timeout regardless.
+  state_->stopping.store(true, std::memory_order_release);
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t written = write(state_->stopFd, &one, sizeof one);
   if (state_->thread.joinable()) state_->thread.join();
