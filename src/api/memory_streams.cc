@@ -36,7 +36,15 @@ WEFT_API(ncclResult_t, ncclCommRegister,
     core::Communicator* impl = api::communicator(comm);
     if (!handle) fail(Status::kInvalidArgument, "handle is NULL");
     if (!buff && size > 0) fail(Status::kInvalidArgument, "buff is NULL");
-    *handle = impl->registerBuffer(buff, size);
+    // Device buffers also get the descriptor peers map them with; host buffers keep the
+    // communicator's record alone. The handle is the buffer either way.
+    const bool device = core::registerDeviceBuffer(impl, cuda::driver().api.get(), buff, size);
+    try {
+      *handle = impl->registerBuffer(buff, size);
+    } catch (...) {
+      if (device) core::deregisterDeviceBuffer(impl, buff);
+      throw;
+    }
     return Status::kSuccess;
   });
 }
@@ -44,7 +52,9 @@ WEFT_API(ncclResult_t, ncclCommRegister,
 WEFT_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)) {
   const api::HandleUse use(comm);
   return guard("ncclCommDeregister", [&](std::string*) {
-    api::communicator(comm)->deregisterBuffer(handle);
+    core::Communicator* impl = api::communicator(comm);
+    impl->deregisterBuffer(handle);
+    core::deregisterDeviceBuffer(impl, handle);
     return Status::kSuccess;
   });
 }

@@ -12,6 +12,68 @@ bool bind(void* handle, const char* name, F* fn, std::string* missing) {
   return *fn != nullptr;
 }
 
+// An optional entry point: null where the driver lacks it. Versioned names first (cuda.h maps
+// the plain name to them), the plain name where an older driver has only that.
+template <typename F>
+void bindOptional(void* handle, std::initializer_list<const char*> names, F* fn) {
+  *fn = nullptr;
+  for (const char* name : names) {
+    *fn = reinterpret_cast<F>(dlsym(handle, name));
+    if (*fn) return;
+  }
+}
+
+void bindOptionalEntryPoints(void* h, DriverApi* api) {
+  bindOptional(h, {"cuInit"}, &api->init);
+  bindOptional(h, {"cuGetErrorName"}, &api->getErrorName);
+  bindOptional(h, {"cuDeviceGet"}, &api->deviceGet);
+  bindOptional(h, {"cuDeviceGetAttribute"}, &api->deviceGetAttribute);
+  bindOptional(h, {"cuDeviceGetPCIBusId"}, &api->deviceGetPciBusId);
+  bindOptional(h, {"cuDeviceCanAccessPeer"}, &api->deviceCanAccessPeer);
+  bindOptional(h, {"cuCtxGetCurrent"}, &api->ctxGetCurrent);
+  bindOptional(h, {"cuCtxSetCurrent"}, &api->ctxSetCurrent);
+  bindOptional(h, {"cuCtxGetDevice"}, &api->ctxGetDevice);
+  bindOptional(h, {"cuDevicePrimaryCtxRetain"}, &api->primaryCtxRetain);
+  bindOptional(h, {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"},
+               &api->primaryCtxRelease);
+  bindOptional(h, {"cuMemCreate"}, &api->memCreate);
+  bindOptional(h, {"cuMemRelease"}, &api->memRelease);
+  bindOptional(h, {"cuMemAddressReserve"}, &api->memAddressReserve);
+  bindOptional(h, {"cuMemAddressFree"}, &api->memAddressFree);
+  bindOptional(h, {"cuMemMap"}, &api->memMap);
+  bindOptional(h, {"cuMemUnmap"}, &api->memUnmap);
+  bindOptional(h, {"cuMemSetAccess"}, &api->memSetAccess);
+  bindOptional(h, {"cuMemExportToShareableHandle"}, &api->memExportToShareableHandle);
+  bindOptional(h, {"cuMemImportFromShareableHandle"}, &api->memImportFromShareableHandle);
+  bindOptional(h, {"cuMemGetAllocationGranularity"}, &api->memGetAllocationGranularity);
+  bindOptional(h, {"cuMemGetAddressRange_v2"}, &api->memGetAddressRange);
+  bindOptional(h, {"cuMemAlloc_v2"}, &api->memAlloc);
+  bindOptional(h, {"cuMemFree_v2"}, &api->memFree);
+  bindOptional(h, {"cuIpcGetMemHandle"}, &api->ipcGetMemHandle);
+  bindOptional(h, {"cuIpcOpenMemHandle_v2"}, &api->ipcOpenMemHandle);
+  bindOptional(h, {"cuIpcCloseMemHandle"}, &api->ipcCloseMemHandle);
+  bindOptional(h, {"cuStreamQuery"}, &api->streamQuery);
+  bindOptional(h, {"cuStreamSynchronize"}, &api->streamSynchronize);
+  bindOptional(h, {"cuStreamWaitEvent"}, &api->streamWaitEvent);
+  bindOptional(h, {"cuLaunchHostFunc"}, &api->launchHostFunc);
+  bindOptional(h, {"cuEventCreate"}, &api->eventCreate);
+  bindOptional(h, {"cuEventRecord"}, &api->eventRecord);
+  bindOptional(h, {"cuEventQuery"}, &api->eventQuery);
+  bindOptional(h, {"cuEventSynchronize"}, &api->eventSynchronize);
+  bindOptional(h, {"cuEventDestroy_v2", "cuEventDestroy"}, &api->eventDestroy);
+}
+
+struct EntryPoint {
+  const char* name;
+  bool present;
+};
+
+std::string firstMissing(std::initializer_list<EntryPoint> points) {
+  for (const EntryPoint& p : points)
+    if (!p.present) return p.name;
+  return "";
+}
+
 }  // namespace
 
 DriverLoad loadDriver(const char* library) {
@@ -34,6 +96,7 @@ DriverLoad loadDriver(const char* library) {
     load.handle = nullptr;
     return load;
   }
+  bindOptionalEntryPoints(load.handle, api.get());
   load.api = std::move(api);
   return load;
 }
@@ -42,6 +105,51 @@ const DriverLoad& driver() {
   // Loaded once: the driver library is process-wide state, like the driver itself.
   static const DriverLoad load = loadDriver("libcuda.so.1");
   return load;
+}
+
+std::string missingEntryPoint(const DriverApi* api, DriverFeature feature) {
+  if (!api) return "libcuda.so.1";
+  const DriverApi& a = *api;
+  switch (feature) {
+    case DriverFeature::kContext:
+      return firstMissing({{"cuCtxGetCurrent", a.ctxGetCurrent != nullptr},
+                           {"cuCtxGetDevice", a.ctxGetDevice != nullptr},
+                           {"cuDeviceGet", a.deviceGet != nullptr},
+                           {"cuDeviceGetAttribute", a.deviceGetAttribute != nullptr}});
+    case DriverFeature::kVmm:
+      return firstMissing(
+          {{"cuMemCreate", a.memCreate != nullptr},
+           {"cuMemRelease", a.memRelease != nullptr},
+           {"cuMemAddressReserve", a.memAddressReserve != nullptr},
+           {"cuMemAddressFree", a.memAddressFree != nullptr},
+           {"cuMemMap", a.memMap != nullptr},
+           {"cuMemUnmap", a.memUnmap != nullptr},
+           {"cuMemSetAccess", a.memSetAccess != nullptr},
+           {"cuMemExportToShareableHandle", a.memExportToShareableHandle != nullptr},
+           {"cuMemImportFromShareableHandle", a.memImportFromShareableHandle != nullptr},
+           {"cuMemGetAllocationGranularity", a.memGetAllocationGranularity != nullptr},
+           {"cuDeviceCanAccessPeer", a.deviceCanAccessPeer != nullptr}});
+    case DriverFeature::kLegacyIpc:
+      return firstMissing({{"cuIpcGetMemHandle", a.ipcGetMemHandle != nullptr},
+                           {"cuIpcOpenMemHandle_v2", a.ipcOpenMemHandle != nullptr},
+                           {"cuIpcCloseMemHandle", a.ipcCloseMemHandle != nullptr},
+                           {"cuMemGetAddressRange_v2", a.memGetAddressRange != nullptr}});
+    case DriverFeature::kStreams:
+      return firstMissing({{"cuStreamQuery", a.streamQuery != nullptr},
+                           {"cuLaunchHostFunc", a.launchHostFunc != nullptr},
+                           {"cuEventCreate", a.eventCreate != nullptr},
+                           {"cuEventRecord", a.eventRecord != nullptr},
+                           {"cuEventQuery", a.eventQuery != nullptr},
+                           {"cuEventDestroy_v2", a.eventDestroy != nullptr}});
+  }
+  return "";
+}
+
+std::string resultText(const DriverApi* api, CuResult rc) {
+  const char* name = nullptr;
+  if (api && api->getErrorName && api->getErrorName(rc, &name) == kCuSuccess && name)
+    return std::string(name) + " (" + std::to_string(rc) + ")";
+  return "CUresult " + std::to_string(rc);
 }
 
 }  // namespace weft::cuda
