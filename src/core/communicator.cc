@@ -12,6 +12,7 @@
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 #include "src/core/cpu_placement.h"
+#include "src/core/memory.h"
 #include "src/core/synth_plans.h"
 #include "src/plan/chunk_plan.h"
 #include "synth/auto/rank_fabric.h"
@@ -254,6 +255,8 @@ Communicator::~Communicator() {
     conns_.clear();
   }
   boot_.reset();
+  // Device buffers registered with this communicator are forgotten with it, as NCCL's are.
+  dropDeviceRegistrations(this);
 }
 
 std::string Communicator::describe() const {
