@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "trainers/common/mlp.h"
 #include "trainers/common/layer_hooks.h"
+#include "trainers/common/mlp.h"
 
 namespace weft::trainers {
 
