@@ -3,7 +3,6 @@
 #include "trainers/common/checkpoint.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/trainers/support/scratch_files.h"
 #include "trainers/common/adamw.h"
 #include "trainers/common/gpt.h"
 #include "trainers/common/mlp.h"
@@ -20,26 +20,6 @@
 
 namespace weft::trainers {
 namespace {
-
-// Scratch file names, per process so that runs from several build trees on one machine do not
-// share files; the files are removed when the object goes out of scope.
-class ScratchFiles {
- public:
-  ScratchFiles() = default;
-  ScratchFiles(const ScratchFiles&) = delete;
-  ScratchFiles& operator=(const ScratchFiles&) = delete;
-  ~ScratchFiles() {
-    for (const std::string& path : paths_) std::remove(path.c_str());
-  }
-  std::string path(const std::string& name) {
-    paths_.push_back(testing::TempDir() + "/weft_trainers_" + std::to_string(getpid()) + "_" +
-                     name);
-    return paths_.back();
-  }
-
- private:
-  std::vector<std::string> paths_;
-};
 
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -8,14 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "nccl.h"
+#include "tests/trainers/support/harness.h"
 #include "trainers/common/adamw.h"
 #include "trainers/common/data.h"
 #include "trainers/common/gpt.h"
-#include "trainers/common/kernels.h"
 #include "trainers/dp/data_parallel.h"
 #include "trainers/dp/memory.h"
 #include "trainers/dp/shard_layout.h"
@@ -62,25 +61,10 @@ template <typename T>
 RunResult<T> run_single() {
   const GptConfig config = tiny_gpt();
   const std::vector<int32_t> tokens = synthetic_tokens(config.vocab);
-  TextBatcher batcher(&tokens, config.context, kSeed);
-  Gpt<T> model(config);
-  model.initialize(kSeed);
-  AdamW<T> optimizer(adamw_config(), model.table());
-  std::vector<int32_t> inputs(kGlobalRows * config.context), targets(inputs.size());
-  RunResult<T> out;
-  for (int step = 0; step < kSteps; ++step) {
-    batcher.batch(step, 0, kGlobalRows, inputs.data(), targets.data());
-    model.zero_grads();
-    out.losses.push_back(model.forward(inputs.data(), targets.data(), kGlobalRows, config.context));
-    model.backward();
-    const double norm = std::sqrt(grad_square_sum(model.grads().data(), model.grads().size()));
-    out.norms.push_back(norm);
-    scale_grads(model.grads().data(), model.grads().size(),
-                clip_coefficient(norm, optimizer.config().clip_norm));
-    optimizer.step(model.params().data(), model.grads().data());
-  }
-  out.params = model.params();
-  return out;
+  const TextBatcher batcher(&tokens, config.context, kSeed);
+  OneProcessRun<T> run = train_gpt_one_process<T>(config, adamw_config(), kSeed, batcher,
+                                                  kGlobalRows, config.context, kSteps);
+  return RunResult<T>{std::move(run.params), std::move(run.losses), std::move(run.norms)};
 }
 
 template <typename T>
@@ -89,7 +73,6 @@ struct RankResult {
   MemoryReport memory;
   std::vector<int> launch_order, layers_left;
   std::vector<GradientBucket> buckets;
-  std::string error;
 };
 
 // Every rank trains kSteps on its rows; returns each rank's result.
@@ -97,48 +80,36 @@ template <typename T>
 std::vector<RankResult<T>> run_data_parallel(int ranks, const DataParallelConfig& dp_config) {
   const GptConfig config = tiny_gpt();
   const std::vector<int32_t> tokens = synthetic_tokens(config.vocab);
-  std::vector<ncclComm_t> world(ranks);
-  EXPECT_EQ(ncclCommInitAll(world.data(), ranks, nullptr), ncclSuccess);
   std::vector<RankResult<T>> results(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      RankResult<T>& result = results[r];
-      try {
-        Grid grid(world[r], GridShape{ranks, 1, 1});
-        TextBatcher batcher(&tokens, config.context, kSeed);
-        // The whole model as one pipeline stage, the engine's hooks around its layers.
-        GptStage<T> model(config, StageLayers{0, config.layers + 1});
-        model.initialize(kSeed);
-        DataParallel<T> dp(dp_config, adamw_config(), model.table(), model.params().data(),
-                           model.grads().data(), grid.dp());
-        model.set_layer_hooks(&dp);
-        const int rows = kGlobalRows / ranks, first = grid.coords().dp_rank * rows;
-        std::vector<int32_t> inputs(rows * config.context), targets(inputs.size());
-        const MicroBatch micro{inputs.data(), targets.data(), rows, config.context,
-                               1.0 / (kGlobalRows * config.context)};
-        for (int step = 0; step < kSteps; ++step) {
-          batcher.batch(step, first, rows, inputs.data(), targets.data());
-          model.forward(0, micro, nullptr);
-          const double local = static_cast<double>(model.micro_loss(0)) * rows;
-          model.backward(0, micro, nullptr);
-          const DataParallelStep stats = dp.finish_step();
-          result.run.losses.push_back(dp.sum_over_ranks(local) / kGlobalRows);
-          result.run.norms.push_back(stats.grad_norm);
-        }
-        result.memory = dp.memory();
-        result.launch_order = dp.launch_order();
-        result.layers_left = dp.layers_left_at_launch();
-        result.buckets = dp.layout().buckets();
-        result.run.params.resize(model.table().total());
-        dp.gather_params(result.run.params.data());
-      } catch (const std::exception& e) {
-        result.error = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (ncclComm_t c : world) ncclCommDestroy(c);
-  for (int r = 0; r < ranks; ++r) EXPECT_EQ(results[r].error, "") << "rank " << r;
+  run_grid_ranks(GridShape{ranks, 1, 1}, [&](Grid& grid) {
+    RankResult<T>& result = results[grid.coords().dp_rank];
+    TextBatcher batcher(&tokens, config.context, kSeed);
+    // The whole model as one pipeline stage, the engine's hooks around its layers.
+    GptStage<T> model(config, StageLayers{0, config.layers + 1});
+    model.initialize(kSeed);
+    DataParallel<T> dp(dp_config, adamw_config(), model.table(), model.params().data(),
+                       model.grads().data(), grid.dp());
+    model.set_layer_hooks(&dp);
+    const int rows = kGlobalRows / ranks, first = grid.coords().dp_rank * rows;
+    std::vector<int32_t> inputs(rows * config.context), targets(inputs.size());
+    const MicroBatch micro{inputs.data(), targets.data(), rows, config.context,
+                           1.0 / (kGlobalRows * config.context)};
+    for (int step = 0; step < kSteps; ++step) {
+      batcher.batch(step, first, rows, inputs.data(), targets.data());
+      model.forward(0, micro, nullptr);
+      const double local = static_cast<double>(model.micro_loss(0)) * rows;
+      model.backward(0, micro, nullptr);
+      const DataParallelStep stats = dp.finish_step();
+      result.run.losses.push_back(dp.sum_over_ranks(local) / kGlobalRows);
+      result.run.norms.push_back(stats.grad_norm);
+    }
+    result.memory = dp.memory();
+    result.launch_order = dp.launch_order();
+    result.layers_left = dp.layers_left_at_launch();
+    result.buckets = dp.layout().buckets();
+    result.run.params.resize(model.table().total());
+    dp.gather_params(result.run.params.data());
+  });
   return results;
 }
 

@@ -9,15 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "nccl.h"
+#include "tests/trainers/support/harness.h"
 #include "trainers/common/adamw.h"
 #include "trainers/common/data.h"
 #include "trainers/common/gpt.h"
 #include "trainers/common/kernels.h"
-#include "trainers/common/rng.h"
 #include "trainers/compose/gpt_grid.h"
 #include "trainers/compose/grid_state.h"
 #include "trainers/compose/grid_step.h"
@@ -31,22 +30,6 @@ GptConfig test_config() { return GptConfig{30, 8, 2, 4, 32}; }
 constexpr int kBatch = 4, kSeq = 8, kSteps = 10;
 constexpr uint64_t kSeed = 4321;
 
-AdamWConfig test_adamw() {
-  AdamWConfig c;
-  c.lr = 3e-3;
-  c.weight_decay = 0.1;
-  c.clip_norm = 0.5;  // below the first steps' norms, so clipping scales the gradients
-  return c;
-}
-
-std::vector<int32_t> synthetic_text(int vocab) {
-  Rng rng(7);
-  std::vector<int32_t> text(4000);
-  for (size_t i = 0; i < text.size(); ++i)
-    text[i] = i % 3 == 0 ? static_cast<int32_t>(rng.below(vocab)) : text[i - 1];
-  return text;
-}
-
 template <typename T>
 struct Record {
   std::vector<double> losses, norms;
@@ -58,26 +41,11 @@ struct Record {
 // The one-process run: the whole batch at once through Gpt<T>.
 template <typename T>
 Record<T> run_single() {
-  const auto text = synthetic_text(test_config().vocab);
+  const auto text = repeating_text(test_config().vocab, 7);
   const TextBatcher batcher(&text, kSeq, kSeed);
-  Gpt<T> model(test_config());
-  model.initialize(kSeed);
-  AdamW<T> optimizer(test_adamw(), model.table());
-  std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
-  Record<T> record;
-  for (int step = 0; step < kSteps; ++step) {
-    batcher.batch(step, 0, kBatch, inputs.data(), targets.data());
-    model.zero_grads();
-    record.losses.push_back(model.forward(inputs.data(), targets.data(), kBatch, kSeq));
-    model.backward();
-    auto& g = model.grads();
-    const double norm = std::sqrt(grad_square_sum(g.data(), g.size()));
-    record.norms.push_back(norm);
-    scale_grads(g.data(), g.size(), clip_coefficient(norm, optimizer.config().clip_norm));
-    optimizer.step(model.params().data(), g.data());
-  }
-  record.params = model.params();
-  return record;
+  OneProcessRun<T> run = train_gpt_one_process<T>(test_config(), clipping_adamw(), kSeed, batcher,
+                                                  kBatch, kSeq, kSteps);
+  return Record<T>{std::move(run.losses), std::move(run.norms), std::move(run.params), {}};
 }
 
 struct Layout {
@@ -95,50 +63,37 @@ struct Layout {
 template <typename T>
 Record<T> run_grid(const Layout& layout, int first, int end, const WholeState<T>& resume,
                    WholeState<T>* out = nullptr) {
-  const int n = layout.shape.size();
-  std::vector<ncclComm_t> world(n);
-  EXPECT_EQ(ncclCommInitAll(world.data(), n, nullptr), ncclSuccess);
-  const auto text = synthetic_text(test_config().vocab);
+  const auto text = repeating_text(test_config().vocab, 7);
   const TextBatcher batcher(&text, kSeq, kSeed);
   Record<T> record;
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        const Grid grid(world[r], layout.shape);
-        GridGpt<T> model(test_config(), grid, layout.sequence_parallel);
-        if (resume.params.empty()) model.initialize(kSeed);
-        GridDataParallel dp;
-        dp.zero_stage = layout.zero;
-        dp.overlap = layout.overlap;
-        dp.microbatches = layout.microbatches;
-        dp.bucket_bytes = static_cast<size_t>(layout.bucket_mb * (1 << 20));
-        GridTrainer<T> trainer(model.local(), grid, test_adamw(), dp);
-        if (!resume.params.empty()) load_whole_state(resume, model.layout(), trainer);
-        for (int step = first; step < end; ++step) {
-          const GridStepStats s = trainer.step([&] {
-            return model.forward_backward(batcher, step, kBatch, kSeq, layout.microbatches,
-                                          layout.schedule);
-          });
-          if (r == 0) {
-            record.losses.push_back(s.loss);
-            record.norms.push_back(s.grad_norm);
-          }
-        }
-        if (r == 0) record.layers_left_at_launch = trainer.data_parallel().layers_left_at_launch();
-        WholeState<T> state = gather_whole_state(trainer, model.layout(), grid);
-        if (r == 0) {
-          record.params = state.params;
-          if (out) *out = std::move(state);
-        }
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
+  run_grid_ranks(layout.shape, [&](Grid& grid) {
+    const bool first_rank = grid.world_rank() == 0;
+    GridGpt<T> model(test_config(), grid, layout.sequence_parallel);
+    if (resume.params.empty()) model.initialize(kSeed);
+    GridDataParallel dp;
+    dp.zero_stage = layout.zero;
+    dp.overlap = layout.overlap;
+    dp.microbatches = layout.microbatches;
+    dp.bucket_bytes = static_cast<size_t>(layout.bucket_mb * (1 << 20));
+    GridTrainer<T> trainer(model.local(), grid, clipping_adamw(), dp);
+    if (!resume.params.empty()) load_whole_state(resume, model.layout(), trainer);
+    for (int step = first; step < end; ++step) {
+      const GridStepStats s = trainer.step([&] {
+        return model.forward_backward(batcher, step, kBatch, kSeq, layout.microbatches,
+                                      layout.schedule);
+      });
+      if (first_rank) {
+        record.losses.push_back(s.loss);
+        record.norms.push_back(s.grad_norm);
       }
-    });
-  for (auto& t : threads) t.join();
-  for (ncclComm_t c : world) ncclCommDestroy(c);
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    }
+    if (first_rank) record.layers_left_at_launch = trainer.data_parallel().layers_left_at_launch();
+    WholeState<T> state = gather_whole_state(trainer, model.layout(), grid);
+    if (first_rank) {
+      record.params = state.params;
+      if (out) *out = std::move(state);
+    }
+  });
   return record;
 }
 
@@ -174,7 +129,7 @@ TEST(Grid3dTest, TwoByTwoByTwoMatchesOneProcessFloat) {
   set_blas_threads(1);
   const Record<float> single = run_single<float>();
   bool clipped = false;
-  for (double norm : single.norms) clipped |= norm > test_adamw().clip_norm;
+  for (double norm : single.norms) clipped |= norm > clipping_adamw().clip_norm;
   EXPECT_TRUE(clipped) << "the test means to exercise clipping";
   expect_near(run_grid<float>(Layout{{2, 2, 2}}, 0, kSteps, {}), single, 0, 1e-5);
 }

@@ -3,15 +3,12 @@
 // overlap off against on, and ZeRO-3 against plain DP.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "nccl.h"
+#include "tests/trainers/support/harness.h"
 #include "trainers/common/adamw.h"
-#include "trainers/common/kernels.h"
 #include "trainers/common/mlp.h"
 #include "trainers/common/rng.h"
 #include "trainers/dp/data_parallel.h"
@@ -58,7 +55,6 @@ struct RunResult {
   std::vector<double> losses, norms;
   std::vector<int> layers_left;  // at each bucket's launch, last step
   size_t buckets = 0;
-  std::string error;
 };
 
 template <typename T>
@@ -75,11 +71,7 @@ RunResult<T> run_single() {
     model.zero_grads();
     out.losses.push_back(model.forward(inputs.data(), labels.data(), kGlobalRows));
     model.backward();
-    const double norm = std::sqrt(grad_square_sum(model.grads().data(), model.grads().size()));
-    out.norms.push_back(norm);
-    scale_grads(model.grads().data(), model.grads().size(),
-                clip_coefficient(norm, optimizer.config().clip_norm));
-    optimizer.step(model.params().data(), model.grads().data());
+    out.norms.push_back(clip_and_step(model.params(), model.grads(), optimizer));
   }
   out.params = model.params();
   return out;
@@ -88,42 +80,30 @@ RunResult<T> run_single() {
 template <typename T>
 std::vector<RunResult<T>> run_data_parallel(int ranks, const DataParallelConfig& dp_config) {
   const MlpConfig config = tiny_mlp();
-  std::vector<ncclComm_t> world(ranks);
-  EXPECT_EQ(ncclCommInitAll(world.data(), ranks, nullptr), ncclSuccess);
   std::vector<RunResult<T>> results(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      RunResult<T>& result = results[r];
-      try {
-        Grid grid(world[r], GridShape{ranks, 1, 1});
-        Mlp<T> model(config);
-        model.initialize(kSeed);
-        DataParallel<T> dp(dp_config, adamw_config(), model.table(), model.params().data(),
-                           model.grads().data(), grid.dp());
-        MlpDataParallelStep<T> step_runner;
-        const int rows = kGlobalRows / ranks, first = grid.coords().dp_rank * rows;
-        std::vector<T> inputs(rows * config.inputs);
-        std::vector<int32_t> labels(rows);
-        for (int step = 0; step < kSteps; ++step) {
-          synthetic_rows(step, first, rows, inputs.data(), labels.data());
-          const double local = step_runner.forward_backward(model, dp, inputs.data(), labels.data(),
-                                                            rows, kGlobalRows);
-          const DataParallelStep stats = dp.finish_step();
-          result.losses.push_back(dp.sum_over_ranks(local) / kGlobalRows);
-          result.norms.push_back(stats.grad_norm);
-        }
-        result.layers_left = dp.layers_left_at_launch();
-        result.buckets = dp.layout().buckets().size();
-        result.params.resize(model.table().total());
-        dp.gather_params(result.params.data());
-      } catch (const std::exception& e) {
-        result.error = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (ncclComm_t c : world) ncclCommDestroy(c);
-  for (int r = 0; r < ranks; ++r) EXPECT_EQ(results[r].error, "") << "rank " << r;
+  run_grid_ranks(GridShape{ranks, 1, 1}, [&](Grid& grid) {
+    RunResult<T>& result = results[grid.coords().dp_rank];
+    Mlp<T> model(config);
+    model.initialize(kSeed);
+    DataParallel<T> dp(dp_config, adamw_config(), model.table(), model.params().data(),
+                       model.grads().data(), grid.dp());
+    MlpDataParallelStep<T> step_runner;
+    const int rows = kGlobalRows / ranks, first = grid.coords().dp_rank * rows;
+    std::vector<T> inputs(rows * config.inputs);
+    std::vector<int32_t> labels(rows);
+    for (int step = 0; step < kSteps; ++step) {
+      synthetic_rows(step, first, rows, inputs.data(), labels.data());
+      const double local =
+          step_runner.forward_backward(model, dp, inputs.data(), labels.data(), rows, kGlobalRows);
+      const DataParallelStep stats = dp.finish_step();
+      result.losses.push_back(dp.sum_over_ranks(local) / kGlobalRows);
+      result.norms.push_back(stats.grad_norm);
+    }
+    result.layers_left = dp.layers_left_at_launch();
+    result.buckets = dp.layout().buckets().size();
+    result.params.resize(model.table().total());
+    dp.gather_params(result.params.data());
+  });
   return results;
 }
 

@@ -7,18 +7,17 @@
 #include <cmath>
 #include <functional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "nccl.h"
+#include "tests/trainers/support/harness.h"
+#include "tests/trainers/support/tp_checkpoint.h"
 #include "trainers/common/adamw.h"
 #include "trainers/common/checkpoint.h"
 #include "trainers/common/data.h"
 #include "trainers/common/gpt.h"
 #include "trainers/common/kernels.h"
-#include "trainers/common/rng.h"
 #include "trainers/parallel/grid.h"
-#include "trainers/tp/tp_checkpoint.h"
 #include "trainers/tp/tp_gpt.h"
 #include "trainers/tp/tp_layout.h"
 
@@ -30,23 +29,6 @@ GptConfig test_config() { return GptConfig{30, 8, 2, 4, 32}; }
 constexpr int kBatch = 4, kSeq = 8, kSteps = 10;
 constexpr uint64_t kSeed = 1234;
 
-AdamWConfig test_adamw() {
-  AdamWConfig c;
-  c.lr = 3e-3;
-  c.weight_decay = 0.1;
-  c.clip_norm = 0.5;  // below the first steps' norms, so clipping scales the gradients
-  return c;
-}
-
-std::vector<int32_t> synthetic_text(int vocab) {
-  Rng rng(99);
-  std::vector<int32_t> text(4000);
-  // Runs of repeated tokens give the model something to learn besides frequencies.
-  for (size_t i = 0; i < text.size(); ++i)
-    text[i] = i % 3 == 0 ? static_cast<int32_t>(rng.below(vocab)) : text[i - 1];
-  return text;
-}
-
 template <typename T>
 struct RunRecord {
   std::vector<double> losses, norms;
@@ -57,61 +39,32 @@ struct RunRecord {
 
 template <typename T>
 RunRecord<T> run_single() {
-  const GptConfig config = test_config();
-  const auto text = synthetic_text(config.vocab);
-  TextBatcher batcher(&text, kSeq, kSeed);
-  Gpt<T> model(config);
-  model.initialize(kSeed);
-  AdamW<T> optimizer(test_adamw(), model.table());
-  std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
-  RunRecord<T> record;
-  for (int step = 0; step < kSteps; ++step) {
-    batcher.batch(step, 0, kBatch, inputs.data(), targets.data());
-    model.zero_grads();
-    record.losses.push_back(model.forward(inputs.data(), targets.data(), kBatch, kSeq));
-    model.backward();
-    if (step == 0) record.first_grads = model.grads();
-    auto& g = model.grads();
-    const double norm = std::sqrt(grad_square_sum(g.data(), g.size()));
-    record.norms.push_back(norm);
-    scale_grads(g.data(), g.size(), clip_coefficient(norm, optimizer.config().clip_norm));
-    optimizer.step(model.params().data(), g.data());
-  }
-  record.params = model.params();
-  return record;
+  const auto text = repeating_text(test_config().vocab, 99);
+  const TextBatcher batcher(&text, kSeq, kSeed);
+  OneProcessRun<T> run = train_gpt_one_process<T>(test_config(), clipping_adamw(), kSeed, batcher,
+                                                  kBatch, kSeq, kSteps);
+  return RunRecord<T>{std::move(run.losses),
+                      std::move(run.norms),
+                      std::move(run.first_grads),
+                      std::move(run.params),
+                      {}};
 }
 
-// Runs body(grid) on tp threads, each a rank of a dp 1 x tp x pp 1 grid; fails the test with the
-// message of any exception.
+// Runs body(grid) on tp threads, each a rank of a dp 1 x tp x pp 1 grid.
 void run_ranks(int tp, const std::function<void(Grid&)>& body) {
-  std::vector<ncclComm_t> world(tp);
-  ASSERT_EQ(ncclCommInitAll(world.data(), tp, nullptr), ncclSuccess);
-  std::vector<std::string> errors(tp);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < tp; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        Grid grid(world[r], GridShape{1, tp, 1});
-        body(grid);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (ncclComm_t c : world) ncclCommDestroy(c);
-  for (int r = 0; r < tp; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  run_grid_ranks(GridShape{1, tp, 1}, body);
 }
 
 template <typename T>
 std::vector<RunRecord<T>> run_tensor_parallel(int tp, bool sequence_parallel) {
   const GptConfig config = test_config();
-  const auto text = synthetic_text(config.vocab);
+  const auto text = repeating_text(config.vocab, 99);
   TextBatcher batcher(&text, kSeq, kSeed);
   std::vector<RunRecord<T>> records(tp);
   run_ranks(tp, [&](Grid& grid) {
     TpGpt<T> model(config, grid.tp(), sequence_parallel);
     model.initialize(kSeed);
-    AdamW<T> optimizer(test_adamw(), model.table());
+    AdamW<T> optimizer(clipping_adamw(), model.table());
     RunRecord<T>& record = records[grid.coords().tp_rank];
     std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
     auto& g = model.grads();
@@ -279,7 +232,7 @@ TEST(TrainersTp, SequenceParallelFourRanksMatchOneProcessDouble) {
 TEST(TrainersTp, PerLayerMicroBatchesGiveTheWholeBatchsGradients) {
   set_blas_threads(1);
   const GptConfig config = test_config();
-  const auto text = synthetic_text(config.vocab);
+  const auto text = repeating_text(config.vocab, 99);
   TextBatcher batcher(&text, kSeq, kSeed);
   std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
   batcher.batch(0, 0, kBatch, inputs.data(), targets.data());
@@ -350,9 +303,9 @@ TEST(TrainersTp, CheckpointsAreTheOneProcessFile) {
   // A one-process model after a few steps (non-trivial moments and step count).
   Gpt<double> single(config);
   single.initialize(kSeed);
-  AdamW<double> single_optimizer(test_adamw(), single.table());
+  AdamW<double> single_optimizer(clipping_adamw(), single.table());
   const TensorFile initial = make_checkpoint(single, single_optimizer, kSeed);
-  const auto text = synthetic_text(config.vocab);
+  const auto text = repeating_text(config.vocab, 99);
   TextBatcher batcher(&text, kSeq, kSeed);
   std::vector<int32_t> inputs(kBatch * kSeq), targets(kBatch * kSeq);
   for (int step = 0; step < 3; ++step) {
@@ -369,10 +322,10 @@ TEST(TrainersTp, CheckpointsAreTheOneProcessFile) {
     const int r = grid.coords().tp_rank;
     TpGpt<double> model(config, grid.tp(), true);
     model.initialize(kSeed);
-    AdamW<double> optimizer(test_adamw(), model.table());
+    AdamW<double> optimizer(clipping_adamw(), model.table());
     initial_files[r] = make_tp_checkpoint(model, optimizer, kSeed);
     TpGpt<double> resumed(config, grid.tp(), true);
-    AdamW<double> resumed_optimizer(test_adamw(), resumed.table());
+    AdamW<double> resumed_optimizer(clipping_adamw(), resumed.table());
     if (restore_tp_checkpoint(trained, resumed, resumed_optimizer) != kSeed)
       throw std::runtime_error("restored another seed");
     resumed_files[r] = make_tp_checkpoint(resumed, resumed_optimizer, kSeed);

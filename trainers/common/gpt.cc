@@ -24,16 +24,16 @@ void check_config(const GptConfig& c) {
     throw std::invalid_argument("GPT config: positive sizes and channels a multiple of heads");
 }
 
-std::string block_name(int block, int tensor) {
-  return "blocks." + std::to_string(block) + "." + kGptBlockTensorNames[tensor];
-}
-
 template <typename T>
 void zero(std::vector<T>& v) {
   std::fill(v.begin(), v.end(), T(0));
 }
 
 }  // namespace
+
+std::string gpt_block_tensor_name(int block, int tensor) {
+  return "blocks." + std::to_string(block) + "." + kGptBlockTensorNames[tensor];
+}
 
 TensorTable gpt_tensor_table(const GptConfig& c) {
   check_config(c);
@@ -46,7 +46,7 @@ TensorTable gpt_tensor_table(const GptConfig& c) {
     const int layer = l + 1;
     auto add = [&](int tensor, std::vector<int64_t> shape, bool decay, InitKind init,
                    double std = 0.0) {
-      table.add(block_name(l, tensor), std::move(shape), layer, decay, init, std);
+      table.add(gpt_block_tensor_name(l, tensor), std::move(shape), layer, decay, init, std);
     };
     add(kLn1Weight, {C}, false, InitKind::kOnes);
     add(kLn1Bias, {C}, false, InitKind::kZeros);
@@ -66,6 +66,20 @@ TensorTable gpt_tensor_table(const GptConfig& c) {
   table.add("lnf.bias", {C}, head, false, InitKind::kZeros);
   table.add("lm_head.weight", {V, C}, head, true, InitKind::kNormal, kInitStd);
   return table;
+}
+
+GptOffsets gpt_offsets(const TensorTable& table, int layers) {
+  GptOffsets offsets;
+  offsets.blocks.resize(layers);
+  for (int l = 0; l < layers; ++l)
+    for (int t = 0; t < kGptBlockTensorCount; ++t)
+      offsets.blocks[l][t] = table.find(gpt_block_tensor_name(l, t)).offset;
+  offsets.wte = table.find("wte.weight").offset;
+  offsets.wpe = table.find("wpe.weight").offset;
+  offsets.lnf_weight = table.find("lnf.weight").offset;
+  offsets.lnf_bias = table.find("lnf.bias").offset;
+  offsets.lm_head = table.find("lm_head.weight").offset;
+  return offsets;
 }
 
 template <typename T>
@@ -100,18 +114,12 @@ void GptBlockScratch<T>::resize(const GptConfig& c, int batch, int seq) {
 }
 
 template <typename T>
-Gpt<T>::Gpt(const GptConfig& config) : config_(config), table_(gpt_tensor_table(config)) {
+Gpt<T>::Gpt(const GptConfig& config)
+    : config_(config),
+      table_(gpt_tensor_table(config)),
+      offsets_(gpt_offsets(table_, config.layers)) {
   params_.assign(table_.total(), T(0));
   grads_.assign(table_.total(), T(0));
-  block_offsets_.resize(config_.layers);
-  for (int l = 0; l < config_.layers; ++l)
-    for (int t = 0; t < kGptBlockTensorCount; ++t)
-      block_offsets_[l][t] = table_.find(block_name(l, t)).offset;
-  wte_ = table_.find("wte.weight").offset;
-  wpe_ = table_.find("wpe.weight").offset;
-  lnf_weight_ = table_.find("lnf.weight").offset;
-  lnf_bias_ = table_.find("lnf.bias").offset;
-  lm_head_ = table_.find("lm_head.weight").offset;
 }
 
 template <typename T>
@@ -125,19 +133,21 @@ void Gpt<T>::embed_forward(const int32_t* tokens, int batch, int seq, T* out) co
   for (size_t i = 0; i < static_cast<size_t>(batch) * seq; ++i)
     if (tokens[i] < 0 || tokens[i] >= config_.vocab)
       throw std::invalid_argument("token outside the vocabulary");
-  embedding_forward(out, tokens, param(wte_), param(wpe_), batch, seq, config_.channels);
+  embedding_forward(out, tokens, param(offsets_.wte), param(offsets_.wpe), batch, seq,
+                    config_.channels);
 }
 
 template <typename T>
 void Gpt<T>::embed_backward(const int32_t* tokens, int batch, int seq, const T* dout) {
-  embedding_backward(grad(wte_), grad(wpe_), dout, tokens, batch, seq, config_.channels);
+  embedding_backward(grad(offsets_.wte), grad(offsets_.wpe), dout, tokens, batch, seq,
+                     config_.channels);
 }
 
 template <typename T>
 void Gpt<T>::block_forward(int block, const T* x, int batch, int seq,
                            GptBlockActivations<T>& a) const {
   const int N = batch * seq, C = config_.channels, NH = config_.heads;
-  const auto& o = block_offsets_[block];
+  const auto& o = offsets_.blocks[block];
   a.resize(config_, batch, seq);
   layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), x, param(o[kLn1Weight]),
                     param(o[kLn1Bias]), N, C);
@@ -160,7 +170,7 @@ template <typename T>
 void Gpt<T>::block_backward(int block, const T* x, const GptBlockActivations<T>& a, const T* dout,
                             T* dx, int batch, int seq, GptBlockScratch<T>& s) {
   const int N = batch * seq, C = config_.channels, NH = config_.heads;
-  const auto& o = block_offsets_[block];
+  const auto& o = offsets_.blocks[block];
   s.resize(config_, batch, seq);
   // out = residual2 + proj(gelu(fc(ln2(residual2)))).
   std::copy(dout, dout + static_cast<size_t>(N) * C, s.dresidual2.begin());
@@ -189,9 +199,9 @@ T Gpt<T>::head_forward(const T* x, const int32_t* targets, int batch, int seq,
                        GptHeadActivations<T>& a) const {
   const int N = batch * seq, C = config_.channels, V = config_.vocab;
   a.resize(config_, batch, seq);
-  layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), x, param(lnf_weight_),
-                    param(lnf_bias_), N, C);
-  linear_forward<T>(a.logits.data(), a.lnf.data(), param(lm_head_), nullptr, N, C, V);
+  layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), x,
+                    param(offsets_.lnf_weight), param(offsets_.lnf_bias), N, C);
+  linear_forward<T>(a.logits.data(), a.lnf.data(), param(offsets_.lm_head), nullptr, N, C, V);
   if (targets == nullptr) return T(0);
   for (int n = 0; n < N; ++n)
     if (targets[n] < 0 || targets[n] >= V) throw std::invalid_argument("target outside vocab");
@@ -207,49 +217,10 @@ void Gpt<T>::head_backward(const T* x, const GptHeadActivations<T>& a, const int
   const int N = batch * seq, C = config_.channels, V = config_.vocab;
   std::vector<T> dlogits(static_cast<size_t>(N) * V, T(0)), dlnf(static_cast<size_t>(N) * C, T(0));
   cross_entropy_backward(dlogits.data(), a.probs.data(), targets, loss_scale, N, V);
-  linear_backward<T>(dlnf.data(), grad(lm_head_), nullptr, dlogits.data(), a.lnf.data(),
-                     param(lm_head_), N, C, V);
-  layernorm_backward(dx, grad(lnf_weight_), grad(lnf_bias_), dlnf.data(), x, param(lnf_weight_),
-                     a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
-}
-
-template <typename T>
-T Gpt<T>::forward(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
-  const size_t N = static_cast<size_t>(batch) * seq;
-  batch_ = batch;
-  seq_ = seq;
-  tokens_.assign(tokens, tokens + N);
-  if (targets != nullptr)
-    targets_.assign(targets, targets + N);
-  else
-    targets_.clear();
-  embedded_.assign(N * config_.channels, T(0));
-  embed_forward(tokens, batch, seq, embedded_.data());
-  blocks_.resize(config_.layers);
-  const T* x = embedded_.data();
-  for (int l = 0; l < config_.layers; ++l) {
-    block_forward(l, x, batch, seq, blocks_[l]);
-    x = blocks_[l].out.data();
-  }
-  return head_forward(x, targets, batch, seq, head_);
-}
-
-template <typename T>
-void Gpt<T>::backward() {
-  if (targets_.empty()) throw std::logic_error("backward needs a forward with targets");
-  const size_t N = static_cast<size_t>(batch_) * seq_, C = config_.channels;
-  const int L = config_.layers;
-  // dnext_ is the gradient of the current layer's output, dx_ of its input.
-  dnext_.assign(N * C, T(0));
-  head_backward(blocks_[L - 1].out.data(), head_, targets_.data(), T(1) / static_cast<T>(N),
-                dnext_.data(), batch_, seq_);
-  for (int l = L - 1; l >= 0; --l) {
-    const T* x = l == 0 ? embedded_.data() : blocks_[l - 1].out.data();
-    dx_.assign(N * C, T(0));
-    block_backward(l, x, blocks_[l], dnext_.data(), dx_.data(), batch_, seq_, scratch_);
-    std::swap(dx_, dnext_);
-  }
-  embed_backward(tokens_.data(), batch_, seq_, dnext_.data());
+  linear_backward<T>(dlnf.data(), grad(offsets_.lm_head), nullptr, dlogits.data(), a.lnf.data(),
+                     param(offsets_.lm_head), N, C, V);
+  layernorm_backward(dx, grad(offsets_.lnf_weight), grad(offsets_.lnf_bias), dlnf.data(), x,
+                     param(offsets_.lnf_weight), a.lnf_mean.data(), a.lnf_rstd.data(), N, C);
 }
 
 template struct GptBlockActivations<float>;

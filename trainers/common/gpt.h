@@ -5,13 +5,17 @@
 // The forward and backward are split per layer: embed_*, block_* (one per transformer block),
 // head_* (final LayerNorm, logits, loss). Activations live in per-layer structs that the caller
 // owns, so a pipeline stage keeps one per micro-batch and runs only its layers; forward() and
-// backward() below run the whole model on one batch for the single-process trainer.
+// backward() below run the whole model on one batch for the single-process trainer, through the
+// layer loops of trainers/common/layer_pass.h that the tensor-parallel GPT and the pipeline
+// stages share.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "trainers/common/layer_pass.h"
 #include "trainers/common/tensor_table.h"
 
 namespace weft::trainers {
@@ -41,12 +45,22 @@ enum GptBlockTensor {
   kGptBlockTensorCount
 };
 extern const char* const kGptBlockTensorNames[kGptBlockTensorCount];
+// "blocks.<block>.<name>": the table name of a block's tensor (blocks count from 0).
+std::string gpt_block_tensor_name(int block, int tensor);
 
 // The table, in this order: layer 0 "wte.weight" [V,C], "wpe.weight" [context,C]; layers 1..L the
 // blocks; layer L+1 "lnf.weight", "lnf.bias" [C], "lm_head.weight" [V,C]. Initialisation as GPT-2:
 // N(0, 0.02) for matrices and embeddings, N(0, 0.02/sqrt(2L)) for the two projections that feed
 // the residual stream, zero biases, LayerNorm weight 1.
 TensorTable gpt_tensor_table(const GptConfig& config);
+
+// Where a GPT's tensors start in a flat buffer laid out by `table`: the whole table, or a
+// tensor-parallel shard table (it keeps the names).
+struct GptOffsets {
+  std::vector<std::array<size_t, kGptBlockTensorCount>> blocks;  // [block][GptBlockTensor]
+  size_t wte = 0, wpe = 0, lnf_weight = 0, lnf_bias = 0, lm_head = 0;
+};
+GptOffsets gpt_offsets(const TensorTable& table, int layers);
 
 template <typename T>
 struct GptBlockActivations {
@@ -79,6 +93,10 @@ struct GptBlockScratch {
 template <typename T>
 class Gpt {
  public:
+  // The types of one pass's state (trainers/common/layer_pass.h).
+  using PassTypes =
+      LayerPassTypes<T, GptBlockActivations<T>, GptHeadActivations<T>, GptBlockScratch<T>>;
+
   explicit Gpt(const GptConfig& config);
 
   const GptConfig& config() const { return config_; }
@@ -93,8 +111,10 @@ class Gpt {
 
   // The offset in the flat buffer of block l's tensor (l counts blocks from 0).
   size_t block_offset(int block, GptBlockTensor tensor) const {
-    return block_offsets_[block][tensor];
+    return offsets_.blocks[block][tensor];
   }
+  // Rows of the residual stream per batch: all batch * seq of them (as TpGpt::local_rows).
+  int local_rows(int batch, int seq) const { return batch * seq; }
 
   // Per-layer steps. x and out are [batch*seq, C]; backward adds into grads() and into dx.
   void embed_forward(const int32_t* tokens, int batch, int seq, T* out) const;
@@ -112,11 +132,13 @@ class Gpt {
                      T loss_scale, T* dx, int batch, int seq);
 
   // The whole model on one batch (tokens and targets [batch, seq]); returns the mean loss.
-  T forward(const int32_t* tokens, const int32_t* targets, int batch, int seq);
+  T forward(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
+    return whole_.forward(*this, tokens, targets, batch, seq);
+  }
   // After forward with targets: adds the mean loss's gradients into grads().
-  void backward();
+  void backward() { whole_.backward(*this); }
 
-  const std::vector<T>& logits() const { return head_.logits; }
+  const std::vector<T>& logits() const { return whole_.head().logits; }
 
  private:
   const T* param(size_t offset) const { return params_.data() + offset; }
@@ -125,17 +147,9 @@ class Gpt {
   GptConfig config_;
   TensorTable table_;
   std::vector<T> params_, grads_;
-  std::vector<std::array<size_t, kGptBlockTensorCount>> block_offsets_;
-  size_t wte_, wpe_, lnf_weight_, lnf_bias_, lm_head_;
-
+  GptOffsets offsets_;
   // The state of the last forward(), for backward().
-  int batch_ = 0, seq_ = 0;
-  std::vector<int32_t> tokens_, targets_;
-  std::vector<T> embedded_;
-  std::vector<GptBlockActivations<T>> blocks_;
-  GptHeadActivations<T> head_;
-  GptBlockScratch<T> scratch_;
-  std::vector<T> dx_, dnext_;
+  typename PassTypes::Whole whole_;
 };
 
 }  // namespace weft::trainers

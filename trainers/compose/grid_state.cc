@@ -1,15 +1,9 @@
 #include "trainers/compose/grid_state.h"
 
 #include <algorithm>
-#include <type_traits>
 
 namespace weft::trainers {
 namespace {
-
-template <typename T>
-ncclDataType_t nccl_type() {
-  return std::is_same_v<T, double> ? ncclFloat64 : ncclFloat32;
-}
 
 // Sums every rank's contribution (`local`, its local flat layout, zero where it contributes
 // nothing) placed into the whole layout onto world rank 0.

@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "trainers/common/adamw.h"
+#include "trainers/common/layer_hooks.h"
 #include "trainers/common/tensor_table.h"
 #include "trainers/dp/data_parallel.h"
 #include "trainers/parallel/grid.h"
-#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 

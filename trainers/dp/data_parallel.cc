@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
-#include <type_traits>
 
 #include "trainers/parallel/grid.h"
 #include "weft/weft.h"
@@ -14,23 +13,6 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-template <typename T>
-ncclDataType_t nccl_type() {
-  return std::is_same_v<T, double> ? ncclFloat64 : ncclFloat32;
-}
-
-int comm_rank(ncclComm_t comm) {
-  int rank = 0;
-  check_nccl(ncclCommUserRank(comm, &rank), "dp: ncclCommUserRank", comm);
-  return rank;
-}
-
-int comm_size(ncclComm_t comm) {
-  int size = 0;
-  check_nccl(ncclCommCount(comm, &size), "dp: ncclCommCount", comm);
-  return size;
 }
 
 template <typename T>
@@ -53,7 +35,7 @@ DataParallel<T>::DataParallel(const DataParallelConfig& config, const AdamWConfi
       params_(params),
       grads_(grads),
       dp_(dp),
-      layout_(table, comm_size(dp), comm_rank(dp), config.bucket_bytes, sizeof(T),
+      layout_(table, comm_size(dp, "dp"), comm_rank(dp, "dp"), config.bucket_bytes, sizeof(T),
               config.first_layer, config.last_layer) {
   if (config.zero_stage < 0 || config.zero_stage > 3)
     throw std::invalid_argument("dp: ZeRO stage must be 0, 1, 2 or 3");

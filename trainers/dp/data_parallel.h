@@ -35,10 +35,10 @@
 
 #include "nccl.h"
 #include "trainers/common/adamw.h"
+#include "trainers/common/layer_hooks.h"
 #include "trainers/common/tensor_table.h"
 #include "trainers/dp/memory.h"
 #include "trainers/dp/shard_layout.h"
-#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 

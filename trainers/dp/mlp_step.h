@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "trainers/common/layer_hooks.h"
 #include "trainers/common/mlp.h"
-#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 

@@ -10,6 +10,19 @@ void check_nccl(ncclResult_t r, const char* what, ncclComm_t comm) {
                            ncclGetLastError(comm));
 }
 
+int comm_size(ncclComm_t comm, const char* who) {
+  int size = 0;
+  check_nccl(ncclCommCount(comm, &size), (std::string(who) + ": ncclCommCount").c_str(), comm);
+  return size;
+}
+
+int comm_rank(ncclComm_t comm, const char* who) {
+  int rank = 0;
+  check_nccl(ncclCommUserRank(comm, &rank), (std::string(who) + ": ncclCommUserRank").c_str(),
+             comm);
+  return rank;
+}
+
 GridCoords grid_coords(const GridShape& shape, int world_rank) {
   GridCoords at;
   at.tp_rank = world_rank % shape.tp;
@@ -25,9 +38,8 @@ int grid_world_rank(const GridShape& shape, const GridCoords& at) {
 Grid::Grid(ncclComm_t world, const GridShape& shape) : shape_(shape), world_(world) {
   if (shape.dp < 1 || shape.tp < 1 || shape.pp < 1)
     throw std::runtime_error("grid: every axis needs at least one rank");
-  int size = 0;
-  check_nccl(ncclCommCount(world, &size), "grid: ncclCommCount", world);
-  check_nccl(ncclCommUserRank(world, &world_rank_), "grid: ncclCommUserRank", world);
+  const int size = comm_size(world, "grid");
+  world_rank_ = comm_rank(world, "grid");
   if (size != shape.size())
     throw std::runtime_error("grid: dp " + std::to_string(shape.dp) + " x tp " +
                              std::to_string(shape.tp) + " x pp " + std::to_string(shape.pp) +

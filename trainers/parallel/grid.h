@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "nccl.h"
 
@@ -57,5 +58,17 @@ class Grid {
 
 // Throws std::runtime_error("<what>: <NCCL error string>: <last error>") unless r is ncclSuccess.
 void check_nccl(ncclResult_t r, const char* what, ncclComm_t comm = nullptr);
+
+// The communicator's size and this rank's place in it; errors as check_nccl's, `who` (e.g.
+// "grid", "dp") first.
+int comm_size(ncclComm_t comm, const char* who);
+int comm_rank(ncclComm_t comm, const char* who);
+
+// NCCL's type for the trainers' scalars.
+template <typename T>
+ncclDataType_t nccl_type() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  return std::is_same_v<T, float> ? ncclFloat32 : ncclFloat64;
+}
 
 }  // namespace weft::trainers

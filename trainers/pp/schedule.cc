@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
-#include <type_traits>
 
 #include "trainers/parallel/grid.h"
 
@@ -47,12 +46,6 @@ double ideal_bubble_fraction(int stages, int micros) {
 
 namespace {
 
-template <typename T>
-ncclDataType_t nccl_type() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-  return std::is_same_v<T, float> ? ncclFloat32 : ncclFloat64;
-}
-
 // Up to one send and one receive, posted as one group; blocking (null stream).
 template <typename T>
 struct P2pGroup {
@@ -82,8 +75,8 @@ struct P2pGroup {
 template <typename T>
 PipelineRunner<T>::PipelineRunner(PipelineStage<T>& stage, ncclComm_t pp, PipelineSchedule schedule)
     : stage_(stage), pp_(pp), schedule_(schedule) {
-  check_nccl(ncclCommUserRank(pp, &rank_), "pipeline: ncclCommUserRank", pp);
-  check_nccl(ncclCommCount(pp, &size_), "pipeline: ncclCommCount", pp);
+  rank_ = comm_rank(pp, "pipeline");
+  size_ = comm_size(pp, "pipeline");
   if (stage.is_first() != (rank_ == 0) || stage.is_last() != (rank_ == size_ - 1))
     throw std::invalid_argument("pipeline: the stage's layers do not fit its rank " +
                                 std::to_string(rank_) + " of " + std::to_string(size_));

@@ -5,8 +5,9 @@
 // laid out by its table) and every activation it needs for a micro-batch's backward, from that
 // micro-batch's forward until its backward. Activations cross stage boundaries as buffers of
 // boundary_elements(micro-batch) values ([rows * seq, channels] for the GPT); the schedule moves
-// them between neighbouring ranks. A tensor-parallel stage implements the same interface over its
-// shards.
+// them between neighbouring ranks. ModelStage (trainers/pp/model_stage.h) implements it over a
+// model's per-layer API: GptStage over the one-process GPT, TpGptStage (trainers/compose) over the
+// tensor-parallel one's shards.
 #pragma once
 
 #include <cstddef>
@@ -14,8 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "trainers/common/layer_hooks.h"
+#include "trainers/common/layer_pass.h"
 #include "trainers/common/tensor_table.h"
-#include "trainers/parallel/layer_hooks.h"
 
 namespace weft::trainers {
 
@@ -68,26 +70,10 @@ class PipelineStage {
   void set_layer_hooks(LayerHooks* hooks) { hooks_ = hooks; }
 
  protected:
-  void before_forward(int layer) {
-    if (hooks_) hooks_->before_forward(layer);
-  }
-  void after_forward(int layer) {
-    if (hooks_) hooks_->after_forward(layer);
-  }
-  void before_backward(int layer) {
-    if (hooks_) hooks_->before_backward(layer);
-  }
-  void after_backward(int layer) {
-    if (hooks_) hooks_->after_backward(layer);
-  }
+  LayerHooks* layer_hooks() const { return hooks_; }
 
  private:
   LayerHooks* hooks_ = nullptr;
-};
-
-// The model layers [first, last] of one stage, in the table's layer numbering.
-struct StageLayers {
-  int first = 0, last = 0;
 };
 
 // Splits a GPT's layers (0 the embeddings, 1..blocks the blocks, blocks + 1 the head) over

@@ -14,33 +14,6 @@ namespace weft::trainers {
 namespace {
 
 template <typename T>
-ncclDataType_t nccl_type();
-template <>
-ncclDataType_t nccl_type<float>() {
-  return ncclFloat32;
-}
-template <>
-ncclDataType_t nccl_type<double>() {
-  return ncclFloat64;
-}
-
-int comm_size(ncclComm_t comm) {
-  int size = 0;
-  check_nccl(ncclCommCount(comm, &size), "tensor parallel: ncclCommCount", comm);
-  return size;
-}
-
-int comm_rank(ncclComm_t comm) {
-  int rank = 0;
-  check_nccl(ncclCommUserRank(comm, &rank), "tensor parallel: ncclCommUserRank", comm);
-  return rank;
-}
-
-std::string block_name(int block, int tensor) {
-  return "blocks." + std::to_string(block) + "." + kGptBlockTensorNames[tensor];
-}
-
-template <typename T>
 void zero(std::vector<T>& v, size_t n) {
   v.assign(n, T(0));
 }
@@ -66,21 +39,12 @@ void add_column_sums(T* dbias, const T* dout, int rows, int C) {
 
 template <typename T>
 TpGpt<T>::TpGpt(const GptConfig& config, ncclComm_t comm, bool sequence_parallel)
-    : layout_(config, comm_size(comm), comm_rank(comm)),
+    : layout_(config, comm_size(comm, "tensor parallel"), comm_rank(comm, "tensor parallel")),
       comm_(comm),
-      sequence_parallel_(sequence_parallel) {
-  const TensorTable& table = layout_.shards();
-  params_.assign(table.total(), T(0));
-  grads_.assign(table.total(), T(0));
-  block_offsets_.resize(config.layers);
-  for (int l = 0; l < config.layers; ++l)
-    for (int t = 0; t < kGptBlockTensorCount; ++t)
-      block_offsets_[l][t] = table.find(block_name(l, t)).offset;
-  wte_ = table.find("wte.weight").offset;
-  wpe_ = table.find("wpe.weight").offset;
-  lnf_weight_ = table.find("lnf.weight").offset;
-  lnf_bias_ = table.find("lnf.bias").offset;
-  lm_head_ = table.find("lm_head.weight").offset;
+      sequence_parallel_(sequence_parallel),
+      offsets_(gpt_offsets(layout_.shards(), config.layers)) {
+  params_.assign(table().total(), T(0));
+  grads_.assign(table().total(), T(0));
 }
 
 template <typename T>
@@ -161,13 +125,13 @@ void TpGpt<T>::embed_forward(const int32_t* tokens, int batch, int seq, T* out) 
     if (tokens[n] < 0 || tokens[n] >= config().vocab)
       throw std::invalid_argument("token outside the vocabulary");
     if (tokens[n] < v0 || tokens[n] >= v1) continue;
-    const T* row = param(wte_) + (tokens[n] - v0) * C;
+    const T* row = param(offsets_.wte) + (tokens[n] - v0) * C;
     std::copy(row, row + C, partial.begin() + static_cast<size_t>(n) * C);
   }
   sum_to_local_rows(partial.data(), out, N);
   const int row0 = first_row(N);
   for (int i = 0; i < rows; ++i) {
-    const T* position = param(wpe_) + static_cast<size_t>((row0 + i) % seq) * C;
+    const T* position = param(offsets_.wpe) + static_cast<size_t>((row0 + i) % seq) * C;
     for (int c = 0; c < C; ++c) out[static_cast<size_t>(i) * C + c] += position[c];
   }
 }
@@ -177,7 +141,7 @@ void TpGpt<T>::embed_backward(const int32_t* tokens, int batch, int seq, const T
   const int N = batch * seq, C = config().channels, rows = local_rows(batch, seq);
   const int row0 = first_row(N);
   for (int i = 0; i < rows; ++i) {
-    T* position = grad(wpe_) + static_cast<size_t>((row0 + i) % seq) * C;
+    T* position = grad(offsets_.wpe) + static_cast<size_t>((row0 + i) % seq) * C;
     for (int c = 0; c < C; ++c) position[c] += dout[static_cast<size_t>(i) * C + c];
   }
   std::vector<T> gathered;
@@ -185,7 +149,7 @@ void TpGpt<T>::embed_backward(const int32_t* tokens, int batch, int seq, const T
   const int64_t v0 = layout_.vocab_begin(), v1 = layout_.vocab_end();
   for (int n = 0; n < N; ++n) {
     if (tokens[n] < v0 || tokens[n] >= v1) continue;
-    T* row = grad(wte_) + (tokens[n] - v0) * C;
+    T* row = grad(offsets_.wte) + (tokens[n] - v0) * C;
     for (int c = 0; c < C; ++c) row[c] += d[static_cast<size_t>(n) * C + c];
   }
 }
@@ -196,7 +160,7 @@ void TpGpt<T>::block_forward(int block, const T* x, int batch, int seq,
   const int N = batch * seq, C = config().channels, rows = local_rows(batch, seq);
   const int NH = layout_.local_heads(), HS = C / config().heads, CL = NH * HS;
   const int H = layout_.local_hidden();
-  const auto& o = block_offsets_[block];
+  const auto& o = offsets_.blocks[block];
   const size_t local = static_cast<size_t>(rows) * C, all = static_cast<size_t>(N) * C;
   for (auto* v : {&a.ln1, &a.residual2, &a.ln2, &a.out}) zero(*v, local);
   for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) zero(*v, rows);
@@ -232,7 +196,7 @@ void TpGpt<T>::block_backward(int block, const T* x, const TpGptBlockActivations
   const int N = batch * seq, C = config().channels, rows = local_rows(batch, seq);
   const int NH = layout_.local_heads(), HS = C / config().heads, CL = NH * HS;
   const int H = layout_.local_hidden();
-  const auto& o = block_offsets_[block];
+  const auto& o = offsets_.blocks[block];
   const size_t local = static_cast<size_t>(rows) * C, all = static_cast<size_t>(N) * C;
   const T* ln1 = sequence_parallel_ ? a.ln1_all.data() : a.ln1.data();
   const T* ln2 = sequence_parallel_ ? a.ln2_all.data() : a.ln2.data();
@@ -284,10 +248,10 @@ T TpGpt<T>::head_forward(const T* x, const int32_t* targets, int batch, int seq,
   zero(a.logits, static_cast<size_t>(N) * V);
   zero(a.probs, static_cast<size_t>(N) * V);
   zero(a.losses, N);
-  layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), x, param(lnf_weight_),
-                    param(lnf_bias_), rows, C);
+  layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), x,
+                    param(offsets_.lnf_weight), param(offsets_.lnf_bias), rows, C);
   const T* lnf = all_rows(a.lnf.data(), a.lnf_all, N);
-  linear_forward<T>(a.logits.data(), lnf, param(lm_head_), nullptr, N, C, V);
+  linear_forward<T>(a.logits.data(), lnf, param(offsets_.lm_head), nullptr, N, C, V);
   if (targets == nullptr) return T(0);
   for (int n = 0; n < N; ++n)
     if (targets[n] < 0 || targets[n] >= config().vocab)
@@ -334,12 +298,12 @@ void TpGpt<T>::head_backward(const T* x, const TpGptHeadActivations<T>& a, const
     }
   const T* lnf = sequence_parallel_ ? a.lnf_all.data() : a.lnf.data();
   zero(s.all_rows, static_cast<size_t>(N) * C);
-  linear_backward<T>(s.all_rows.data(), grad(lm_head_), nullptr, dlogits.data(), lnf,
-                     param(lm_head_), N, C, V);
+  linear_backward<T>(s.all_rows.data(), grad(offsets_.lm_head), nullptr, dlogits.data(), lnf,
+                     param(offsets_.lm_head), N, C, V);
   s.dln.resize(static_cast<size_t>(rows) * C);
   sum_to_local_rows(s.all_rows.data(), s.dln.data(), N);
-  layernorm_backward(dx, grad(lnf_weight_), grad(lnf_bias_), s.dln.data(), x, param(lnf_weight_),
-                     a.lnf_mean.data(), a.lnf_rstd.data(), rows, C);
+  layernorm_backward(dx, grad(offsets_.lnf_weight), grad(offsets_.lnf_bias), s.dln.data(), x,
+                     param(offsets_.lnf_weight), a.lnf_mean.data(), a.lnf_rstd.data(), rows, C);
 }
 
 template <typename T>
@@ -378,46 +342,6 @@ double TpGpt<T>::grad_square_sum() const {
   check_nccl(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclSum, comm_, nullptr),
              "tensor parallel: gradient norm", comm_);
   return sum;
-}
-
-template <typename T>
-T TpGpt<T>::forward(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
-  const size_t N = static_cast<size_t>(batch) * seq;
-  const size_t local = static_cast<size_t>(local_rows(batch, seq)) * config().channels;
-  batch_ = batch;
-  seq_ = seq;
-  tokens_.assign(tokens, tokens + N);
-  if (targets != nullptr)
-    targets_.assign(targets, targets + N);
-  else
-    targets_.clear();
-  embedded_.assign(local, T(0));
-  embed_forward(tokens, batch, seq, embedded_.data());
-  blocks_.resize(config().layers);
-  const T* x = embedded_.data();
-  for (int l = 0; l < config().layers; ++l) {
-    block_forward(l, x, batch, seq, blocks_[l]);
-    x = blocks_[l].out.data();
-  }
-  return head_forward(x, targets, batch, seq, head_);
-}
-
-template <typename T>
-void TpGpt<T>::backward() {
-  if (targets_.empty()) throw std::logic_error("backward needs a forward with targets");
-  const size_t N = static_cast<size_t>(batch_) * seq_;
-  const size_t local = static_cast<size_t>(local_rows(batch_, seq_)) * config().channels;
-  const int L = config().layers;
-  dnext_.assign(local, T(0));
-  head_backward(blocks_[L - 1].out.data(), head_, targets_.data(), T(1) / static_cast<T>(N),
-                dnext_.data(), batch_, seq_, scratch_);
-  for (int l = L - 1; l >= 0; --l) {
-    const T* x = l == 0 ? embedded_.data() : blocks_[l - 1].out.data();
-    dx_.assign(local, T(0));
-    block_backward(l, x, blocks_[l], dnext_.data(), dx_.data(), batch_, seq_, scratch_);
-    std::swap(dx_, dnext_);
-  }
-  embed_backward(tokens_.data(), batch_, seq_, dnext_.data());
 }
 
 template struct TpGptBlockActivations<float>;

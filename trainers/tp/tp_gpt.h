@@ -29,6 +29,7 @@
 
 #include "nccl.h"
 #include "trainers/common/gpt.h"
+#include "trainers/common/layer_pass.h"
 #include "trainers/tp/tp_layout.h"
 
 namespace weft::trainers {
@@ -66,6 +67,10 @@ struct TpGptScratch {
 template <typename T>
 class TpGpt {
  public:
+  // The types of one pass's state (trainers/common/layer_pass.h).
+  using PassTypes =
+      LayerPassTypes<T, TpGptBlockActivations<T>, TpGptHeadActivations<T>, TpGptScratch<T>>;
+
   // comm: the tensor-parallel communicator (Grid::tp()); not owned. Collective: every rank of
   // comm constructs its TpGpt with the same arguments.
   TpGpt(const GptConfig& config, ncclComm_t comm, bool sequence_parallel);
@@ -122,8 +127,10 @@ class TpGpt {
 
   // The whole model on one batch; backward() then adds the mean loss's gradients (call
   // reduce_replicated_grads() after it).
-  T forward(const int32_t* tokens, const int32_t* targets, int batch, int seq);
-  void backward();
+  T forward(const int32_t* tokens, const int32_t* targets, int batch, int seq) {
+    return whole_.forward(*this, tokens, targets, batch, seq);
+  }
+  void backward() { whole_.backward(*this); }
 
  private:
   const T* param(size_t offset) const { return params_.data() + offset; }
@@ -141,17 +148,9 @@ class TpGpt {
   ncclComm_t comm_;
   bool sequence_parallel_;
   std::vector<T> params_, grads_;
-  std::vector<std::array<size_t, kGptBlockTensorCount>> block_offsets_;
-  size_t wte_, wpe_, lnf_weight_, lnf_bias_, lm_head_;
-
+  GptOffsets offsets_;  // into the shard buffers
   // The state of the last forward(), for backward().
-  int batch_ = 0, seq_ = 0;
-  std::vector<int32_t> tokens_, targets_;
-  std::vector<T> embedded_;
-  std::vector<TpGptBlockActivations<T>> blocks_;
-  TpGptHeadActivations<T> head_;
-  TpGptScratch<T> scratch_;
-  std::vector<T> dx_, dnext_;
+  typename PassTypes::Whole whole_;
 };
 
 }  // namespace weft::trainers

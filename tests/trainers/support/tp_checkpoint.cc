@@ -1,4 +1,4 @@
-#include "trainers/tp/tp_checkpoint.h"
+#include "tests/trainers/support/tp_checkpoint.h"
 
 #include <stdexcept>
 

@@ -1,5 +1,7 @@
-// One optimizer step of a pipeline-parallel run: the schedule over the micro-batches, gradient
-// clipping by the global norm across stages, AdamW on the stage's range.
+// One optimizer step of a pipeline-parallel run on its own (no dp or tp): the schedule over the
+// micro-batches, gradient clipping by the global norm across stages, AdamW on the stage's range.
+// Test support: tests/trainers/pp_test.cc checks the pipeline alone with it; weft-train runs
+// every layout through trainers/compose's GridTrainer, which sums the norm the same way.
 //
 // The global norm is the square root of the sum, in table order, of every tensor's
 // grad_square_sum. Each stage computes its own tensors' sums; one all-reduce over the pipeline

@@ -1,6 +1,9 @@
 // Checkpoints of a tensor-parallel GPT: the same file a one-process run writes (whole tensors by
 // name, trainers/README.md "Checkpoints"), assembled from the ranks' shards, and loaded back by
-// each rank keeping its shards, so any tp layout resumes from any other's checkpoint.
+// each rank keeping its shards, so any tp layout resumes from any other's checkpoint. Test
+// support: tests/trainers/tp_test.cc checks a TP model's shards against the one-process file
+// with it; weft-train writes and reads checkpoints of every layout through
+// trainers/compose/grid_state.h.
 #pragma once
 
 #include <cstdint>

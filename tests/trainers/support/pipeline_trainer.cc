@@ -1,4 +1,4 @@
-#include "trainers/pp/pp_step.h"
+#include "tests/trainers/support/pipeline_trainer.h"
 
 #include <algorithm>
 #include <chrono>
