@@ -21,7 +21,7 @@ targets=(collectives_test api_errors_test multiproc_test bootstrap_test reduce_t
          plan_verifier_test msccl_xml_test msccl_library_test msccl_comm_test msccl_xml_replay
          host_stream_test repeated_calls_test straight_calls_test fan_broadcast_test
          timeout_message_test transport_conformance_test tcp_wire_test landing_test
-         shared_copy_test transport_choice_test)
+         shared_copy_test transport_choice_test tcp_multiproc_test)
 cmake --build build-asan -j "$(nproc)" --target "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
 export LSAN_OPTIONS=suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0
@@ -58,8 +58,9 @@ suite ./tests/conformance/transport_choice_test
 suite ./tests/conformance/landing_test
 suite ./tests/conformance/shared_copy_test
 suite ./tests/conformance/transport_conformance_test
-# Not here: tests/tcp/tcp_multiproc_test and reliability/abort_blocked_call fork their ranks after
-# ncclGetUniqueId started the root's thread, and this toolchain's ASan allocator is not fork-safe
-# (a child can inherit its lock held by another thread and hang in malloc: a rank that connected
-# to the root and never sent its hello). Both run in the plain build. ThreadSanitizer hits the
-# same fork limit.
+suite ./tests/tcp/tcp_multiproc_test
+# Suites that fork ranks take the unique id from a child process (tests/support/grid.cc), so the
+# ranks are forked from a parent without threads: this toolchain's ASan allocator is not
+# fork-safe (a child can inherit its lock held by another thread and hang in malloc).
+# reliability/abort_blocked_call forks after its own ncclGetUniqueId, as a program would, and
+# runs in the plain build only. ThreadSanitizer has the same fork limit.

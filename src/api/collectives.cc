@@ -58,31 +58,10 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
     fail(Status::kInvalidArgument,
          "count " + std::to_string(call.count) + " overflows the buffer size");
   // Which buffers this rank reads / writes, so NULL is caught only where it matters.
-  bool readsSend = call.count > 0, writesRecv = call.count > 0;
-  if (call.count > 0) {
-    switch (call.coll) {
-      case Collective::kBroadcast:
-        readsSend = me == call.root;
-        break;
-      case Collective::kReduce:
-        writesRecv = me == call.root;
-        break;
-      case Collective::kGather:
-        writesRecv = me == call.root;
-        break;
-      case Collective::kScatter:
-        readsSend = me == call.root;
-        break;
-      case Collective::kSendRecv:
-        readsSend = call.isSend;
-        writesRecv = !call.isSend;
-        break;
-      default:
-        break;
-    }
-    if (readsSend && !call.send) fail(Status::kInvalidArgument, "sendbuff is NULL");
-    if (writesRecv && !call.recv) fail(Status::kInvalidArgument, "recvbuff is NULL");
-  }
+  const core::BufferUse use = core::bufferUse(call, me, n);
+  const bool readsSend = use.readsSend, writesRecv = use.writesRecv;
+  if (readsSend && !call.send) fail(Status::kInvalidArgument, "sendbuff is NULL");
+  if (writesRecv && !call.recv) fail(Status::kInvalidArgument, "recvbuff is NULL");
   // Host or device memory, decided per call (src/cuda/memory_kind.h).
   const cuda::CallBuffer buffers[] = {{"sendbuff", readsSend ? call.send : nullptr},
                                       {"recvbuff", writesRecv ? call.recv : nullptr}};
@@ -92,9 +71,14 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
       st != Status::kSuccess)
     return st;
   if (route.path == cuda::ExecPath::kDevice) {
-    *why = "device memory and CUDA streams are not supported yet by Weft (GPU " +
-           std::to_string(route.device) + "): pass host memory, with NULL or a Weft host stream";
-    return Status::kInvalidUsage;
+    const std::string missing =
+        cuda::missingEntryPoint(cuda::driver().api.get(), cuda::DriverFeature::kStaged);
+    if (!missing.empty()) {
+      *why = "the CUDA driver lacks " + missing + ", which calls on device memory need (GPU " +
+             std::to_string(route.device) + ")";
+      return Status::kInvalidUsage;
+    }
+    call.device = true;
   }
   if (impl->asyncError() != Status::kSuccess) {
     *why = "communicator is in an error state: " + impl->lastError();

@@ -99,6 +99,9 @@ const std::vector<Knob>& knobs() {
        "1 lets shm receivers read large slices straight from the sender (process_vm_readv) instead "
        "of through slots"},
       {"NCCL_SHM_DISABLE", "WEFT_SHM_DISABLE", "0", "1 disables the shared-memory transport"},
+      {"WEFT_CUDA_DRIVER", nullptr, "libcuda.so.1",
+       "the CUDA driver library loaded (dlopen) to tell device memory from host memory and to "
+       "run calls on device memory"},
       {"WEFT_LOCAL_DISABLE", nullptr, "0",
        "1 disables the in-process transport (ranks in one process then use shm)"},
       {"NCCL_P2P_DISABLE", "WEFT_P2P_DISABLE", "0",

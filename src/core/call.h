@@ -20,6 +20,18 @@ struct Call {
   int root = 0;  // root, or peer for Send / Recv
   bool isSend = false;
   void* stream = nullptr;
+  // The buffers are device memory and `stream` a CUDA stream (src/core/device_calls.h).
+  bool device = false;
 };
+
+// Which of a call's buffers this rank reads and writes, and how many bytes of each: a rank
+// writes its whole receive range where it writes it at all.
+struct BufferUse {
+  bool readsSend = false;
+  bool writesRecv = false;
+  uint64_t sendBytes = 0;
+  uint64_t recvBytes = 0;
+};
+BufferUse bufferUse(const Call& call, int rank, int nranks);
 
 }  // namespace weft::core

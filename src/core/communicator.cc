@@ -249,6 +249,7 @@ double Communicator::estimateUs(const Call& call) {
 }
 
 Communicator::~Communicator() {
+  endDeviceCalls();
   {
     std::lock_guard<std::mutex> lock(connMu_);
     for (int i = 0; fastConns_ && i < nranks_ * kFastChannels; ++i) fastConns_[i].store(nullptr);
@@ -257,6 +258,20 @@ Communicator::~Communicator() {
   boot_.reset();
   // Device buffers registered with this communicator are forgotten with it, as NCCL's are.
   dropDeviceRegistrations(this);
+}
+
+DeviceCallState& Communicator::deviceCalls(const cuda::DriverApi& api) {
+  std::lock_guard<std::mutex> lock(deviceMu_);
+  if (!deviceCalls_) deviceCalls_ = std::make_unique<DeviceCallState>(api, tuning_, rank_);
+  return *deviceCalls_;
+}
+
+void Communicator::endDeviceCalls() {
+  std::unique_ptr<DeviceCallState> ending;
+  {
+    std::lock_guard<std::mutex> lock(deviceMu_);
+    ending = std::move(deviceCalls_);
+  }
 }
 
 std::string Communicator::describe() const {

@@ -12,6 +12,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/tuning.h"
 #include "src/core/call.h"
+#include "src/core/device_calls.h"
 #include "src/core/scratch_pool.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
@@ -114,6 +115,13 @@ class Communicator : public exec::ConnectionSource {
   // peer reads this rank's memory in place any more (Connection::awaitPeerOutOfMemory).
   void awaitPeersOutOfMemory(std::chrono::milliseconds timeout);
 
+  // Calls on device memory (src/core/device_calls.h): their workers and staging, made at the
+  // first such call with the CUDA driver `api`.
+  DeviceCallState& deviceCalls(const cuda::DriverApi& api);
+  // Ends them: waits for jobs still on their streams (bounded), joins the workers. Destroy and
+  // abort call it before the links go.
+  void endDeviceCalls();
+
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);
   void deregisterBuffer(void* handle);
@@ -215,6 +223,9 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex regMu_;
   std::unordered_map<void*, size_t> registered_;
+
+  std::mutex deviceMu_;
+  std::unique_ptr<DeviceCallState> deviceCalls_;
 
   std::atomic<Status> asyncError_{Status::kSuccess};
   std::atomic<bool> aborted_{false};

@@ -9,6 +9,7 @@
 
 #include "src/common/log.h"
 #include "src/core/communicator.h"
+#include "src/cuda/driver_api.h"
 #include "src/exec/host_stream.h"
 
 namespace weft::core {
@@ -231,8 +232,31 @@ bool repeatStraight(const Call& call, Status* st) {
 
 namespace {
 
+Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread);
+
+// The staged host side of calls on device memory, run on their stream's worker thread.
+Status runStagedCalls(std::vector<Call>& calls, std::string* why) {
+  return launch(calls, why, threadCalls());
+}
+
+// Calls on device memory, all on one CUDA stream: queued there (src/core/device_calls.h).
+Status launchDevice(std::vector<Call> calls, std::string* why) {
+  const cuda::DriverApi* api = cuda::driver().api.get();
+  if (!api) {
+    *why = "no CUDA device: " + cuda::driver().why;
+    return Status::kInvalidArgument;
+  }
+  try {
+    return calls.front().comm->deviceCalls(*api).launch(std::move(calls), runStagedCalls, why);
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+}
+
 // One call outside a group: the common case, without the grouping maps.
 Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
+  if (call.device) return launchDevice({call}, why);
   if (!call.stream && call.coll != plan::Collective::kSendRecv)
     return runBlockingCollective(call, why, thread);
   std::vector<exec::Task> tasks;
@@ -253,6 +277,37 @@ Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
 
 Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
   if (calls.size() == 1) return launchOne(calls.front(), why, thread);
+  // Calls on device memory go to their streams, a job per stream; the rest run here.
+  if (std::any_of(calls.begin(), calls.end(), [](const Call& c) { return c.device; })) {
+    std::vector<Call> host;
+    std::vector<void*> streamOrder;
+    std::map<void*, std::vector<Call>> byStream;
+    for (const Call& c : calls) {
+      if (!c.device) {
+        host.push_back(c);
+        continue;
+      }
+      if (!byStream.count(c.stream)) streamOrder.push_back(c.stream);
+      byStream[c.stream].push_back(c);
+    }
+    Status first = Status::kSuccess;
+    for (void* stream : streamOrder) {
+      std::string msg;
+      const Status st = launchDevice(std::move(byStream[stream]), &msg);
+      if (st != Status::kSuccess && first == Status::kSuccess) {
+        first = st;
+        *why = msg;
+      }
+    }
+    if (host.empty()) return first;
+    std::string msg;
+    const Status st = launch(host, &msg, thread);
+    if (st != Status::kSuccess && first == Status::kSuccess) {
+      first = st;
+      *why = msg;
+    }
+    return first;
+  }
   // Group by communicator, keeping first-appearance order, then by stream.
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<Call>> byComm;

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "src/common/env.h"
+
 namespace weft::cuda {
 namespace {
 
@@ -61,6 +63,14 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuEventQuery"}, &api->eventQuery);
   bindOptional(h, {"cuEventSynchronize"}, &api->eventSynchronize);
   bindOptional(h, {"cuEventDestroy_v2", "cuEventDestroy"}, &api->eventDestroy);
+  bindOptional(h, {"cuMemHostAlloc"}, &api->memHostAlloc);
+  bindOptional(h, {"cuMemFreeHost"}, &api->memFreeHost);
+  bindOptional(h, {"cuMemHostGetDevicePointer_v2"}, &api->memHostGetDevicePointer);
+  bindOptional(h, {"cuMemcpyDtoHAsync_v2"}, &api->memcpyDtoHAsync);
+  bindOptional(h, {"cuMemcpyHtoDAsync_v2"}, &api->memcpyHtoDAsync);
+  bindOptional(h, {"cuStreamWaitValue32_v2"}, &api->streamWaitValue32);
+  bindOptional(h, {"cuStreamWriteValue32_v2"}, &api->streamWriteValue32);
+  bindOptional(h, {"cuStreamIsCapturing"}, &api->streamIsCapturing);
 }
 
 struct EntryPoint {
@@ -103,7 +113,7 @@ DriverLoad loadDriver(const char* library) {
 
 const DriverLoad& driver() {
   // Loaded once: the driver library is process-wide state, like the driver itself.
-  static const DriverLoad load = loadDriver("libcuda.so.1");
+  static const DriverLoad load = loadDriver(env::get("WEFT_CUDA_DRIVER").c_str());
   return load;
 }
 
@@ -141,6 +151,16 @@ std::string missingEntryPoint(const DriverApi* api, DriverFeature feature) {
                            {"cuEventRecord", a.eventRecord != nullptr},
                            {"cuEventQuery", a.eventQuery != nullptr},
                            {"cuEventDestroy_v2", a.eventDestroy != nullptr}});
+    case DriverFeature::kStaged:
+      return firstMissing({{"cuLaunchHostFunc", a.launchHostFunc != nullptr},
+                           {"cuMemHostAlloc", a.memHostAlloc != nullptr},
+                           {"cuMemFreeHost", a.memFreeHost != nullptr},
+                           {"cuMemHostGetDevicePointer_v2", a.memHostGetDevicePointer != nullptr},
+                           {"cuMemcpyDtoHAsync_v2", a.memcpyDtoHAsync != nullptr},
+                           {"cuMemcpyHtoDAsync_v2", a.memcpyHtoDAsync != nullptr},
+                           {"cuStreamWaitValue32_v2", a.streamWaitValue32 != nullptr},
+                           {"cuStreamWriteValue32_v2", a.streamWriteValue32 != nullptr},
+                           {"cuStreamIsCapturing", a.streamIsCapturing != nullptr}});
   }
   return "";
 }

@@ -43,6 +43,11 @@ inline constexpr unsigned kCuMemoryTypeHost = 1;
 inline constexpr unsigned kCuMemoryTypeDevice = 2;
 inline constexpr unsigned kCuMemoryTypeArray = 3;
 inline constexpr unsigned kCuMemoryTypeUnified = 4;
+inline constexpr unsigned kCuMemHostAllocPortable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
+inline constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
+inline constexpr unsigned kCuStreamWaitValueEq = 0x1;       // CU_STREAM_WAIT_VALUE_EQ
+inline constexpr unsigned kCuStreamWriteValueDefault = 0;   // CU_STREAM_WRITE_VALUE_DEFAULT
+inline constexpr int kCuStreamCaptureStatusNone = 0;        // CU_STREAM_CAPTURE_STATUS_NONE
 
 inline constexpr int kCuDeviceAttributePciBusId = 33;  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
 inline constexpr int kCuDeviceAttributeVmmSupported =
@@ -161,6 +166,21 @@ struct DriverApi {
   CuResult (*eventQuery)(CuEvent event) = nullptr;
   CuResult (*eventSynchronize)(CuEvent event) = nullptr;
   CuResult (*eventDestroy)(CuEvent event) = nullptr;  // cuEventDestroy_v2
+
+  // Calls on device memory staged through pinned host memory, in stream order.
+  CuResult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;
+  CuResult (*memFreeHost)(void* ptr) = nullptr;
+  CuResult (*memHostGetDevicePointer)(CuDevicePtr* devicePtr, void* hostPtr,
+                                      unsigned flags) = nullptr;  // _v2
+  CuResult (*memcpyDtoHAsync)(void* dst, CuDevicePtr src, size_t bytes,
+                              CuStream stream) = nullptr;  // _v2
+  CuResult (*memcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,
+                              CuStream stream) = nullptr;  // _v2
+  CuResult (*streamWaitValue32)(CuStream stream, CuDevicePtr addr, unsigned value,
+                                unsigned flags) = nullptr;  // _v2
+  CuResult (*streamWriteValue32)(CuStream stream, CuDevicePtr addr, unsigned value,
+                                 unsigned flags) = nullptr;  // _v2
+  CuResult (*streamIsCapturing)(CuStream stream, int* status) = nullptr;
 };
 
 // The outcome of loading a driver library: `api` is null when the library or one of its
@@ -184,6 +204,7 @@ enum class DriverFeature {
   kVmm,        // cuMemCreate ... cuMemGetAllocationGranularity, cuDeviceCanAccessPeer
   kLegacyIpc,  // cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle, range query
   kStreams,    // cuStreamQuery, cuLaunchHostFunc, cuEvent*
+  kStaged,     // cuMemHostAlloc ... cuStreamIsCapturing: device calls run through host staging
 };
 
 // The first entry point of `feature` that `api` lacks (its driver symbol name), or "" when all
