@@ -63,8 +63,12 @@ struct Score {
 };
 
 struct LinkModel {
-  double alphaUs = 1.0;                 // per message step
-  double betaUsPerByte = 1.0 / 8000.0;  // 8 GB/s
+  double alphaUs = 1.0;  // per message step
+  // Per byte: 1 / (the link's rate in bytes per us). The default is a round model rate, not this
+  // machine's: a message step costs as much as moving 8000 bytes. The selector compares the
+  // algorithms' relative costs under it; where measurements disagree, src/select/corrections.h
+  // overrules (see perf/README.md, "The selector's default link model").
+  double betaUsPerByte = 1.0 / 8000.0;
 };
 
 class Selector {

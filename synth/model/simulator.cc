@@ -1,15 +1,13 @@
+// The simulator's event loop (synth/model/simulator.h); the tables it runs on are laid out and
+// validated by synth/model/sim_plan_index.h.
 #include "synth/model/simulator.h"
 
 #include <algorithm>
-#include <deque>
 #include <limits>
-#include <map>
 #include <queue>
-#include <sstream>
-#include <tuple>
 
-#include "src/common/error.h"
 #include "synth/model/cost_model.h"
+#include "synth/model/sim_plan_index.h"
 
 namespace weft::synth {
 namespace {
@@ -17,77 +15,15 @@ namespace {
 using plan::Op;
 using plan::Plan;
 using plan::Step;
+using sim::Fifo;
+using sim::LaneState;
+using sim::Phase;
+using sim::PlanIndex;
+using sim::StepInfo;
+using sim::Wait;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kUnboundedGBs = 1e12;  // rate of transfers that cross no link (self sends)
-
-enum class Wait : uint8_t { kNone, kLane, kDependency, kData, kSlot };
-
-const char* waitName(Wait w) {
-  switch (w) {
-    case Wait::kLane:
-      return "lane";
-    case Wait::kDependency:
-      return "dependency";
-    case Wait::kData:
-      return "data";
-    case Wait::kSlot:
-      return "slot";
-    default:
-      return "";
-  }
-}
-
-std::string stepText(int rank, int lane, int step, const Step& s) {
-  std::ostringstream out;
-  out << "rank " << rank << " lane " << lane << " step " << step << " (" << plan::opName(s.op);
-  if (plan::opRecvs(s.op)) out << " from rank " << s.recvPeer;
-  if (plan::opSends(s.op)) out << " to rank " << s.sendPeer;
-  out << ", " << s.count << " elements)";
-  return out.str();
-}
-
-struct Entry {      // one slice in a FIFO slot
-  int sender = -1;  // global step id
-  uint64_t msgCount = 0;
-  bool arrived = false;
-};
-
-struct Fifo {
-  int from = 0, to = 0, channel = 0;
-  std::deque<Entry> q;  // occupied slots, oldest first
-  uint64_t popped = 0;  // entries consumed so far (absolute index of q.front())
-  int waitingSender = -1, waitingReceiver = -1;  // lanes blocked on this FIFO
-  int sendingStep = -1, receivingStep = -1;      // the last steps that used it (global ids)
-  double latencyUs = 0;
-  const std::vector<int>* route = nullptr;
-};
-
-enum class Phase : uint8_t { kReady, kBlocked, kBusy, kDone };
-
-struct LaneState {
-  int rank = 0, lane = 0;
-  int firstStep = 0, steps = 0;  // global ids firstStep .. firstStep + steps - 1
-  int cur = 0;                   // index within the lane
-  bool started = false, overheadDone = false, localDone = false;
-  uint64_t slice = 0;
-  uint32_t weight = 1;   // the lane's share of link bandwidth (Lane::share)
-  uint64_t sending = 0;  // absolute FIFO index of the slice being sent
-  Phase phase = Phase::kReady;
-};
-
-struct StepInfo {
-  const Step* step = nullptr;
-  int lane = 0;  // global lane index
-  int index = 0;
-  int sendFifo = -1, recvFifo = -1;
-  uint64_t bytes = 0, nslices = 1;
-  bool done = false;
-  double startUs = 0, endUs = 0;
-  int blocker = -1;
-  Wait why = Wait::kNone;
-  std::vector<int> depWaiters;  // lanes waiting for this step to finish
-};
 
 struct Flow {
   int lane = 0;
@@ -108,7 +44,12 @@ class Engine {
  public:
   Engine(const Plan& plan, const Fabric& fabric, const SimOptions& options)
       : plan_(plan), fabric_(fabric), opt_(options), share_(linkCapacities(fabric)) {
-    validateAndIndex();
+    PlanIndex ix = sim::indexPlan(plan, fabric, options);
+    lanes_ = std::move(ix.lanes);
+    laneBase_ = std::move(ix.laneBase);
+    steps_ = std::move(ix.steps);
+    fifos_ = std::move(ix.fifos);
+    weighted_ = ix.weighted;
   }
 
   SimResult run() {
@@ -156,115 +97,11 @@ class Engine {
     return c;
   }
 
-  [[noreturn]] void reject(const std::string& msg) const {
-    throw Error(Status::kInvalidArgument, "simulate " + plan_.algorithm + ": " + msg);
-  }
+  [[noreturn]] void reject(const std::string& msg) const { sim::rejectPlan(plan_, msg); }
 
   std::string describe(int g) const {
     const StepInfo& s = steps_[g];
-    return stepText(lanes_[s.lane].rank, lanes_[s.lane].lane, s.index, *s.step);
-  }
-
-  void validateAndIndex() {
-    const int n = plan_.spec.nranks;
-    if (n != fabric_.nranks)
-      reject("plan has " + std::to_string(n) + " ranks but the fabric has " +
-             std::to_string(fabric_.nranks));
-    if (static_cast<int>(plan_.programs.size()) != n)
-      reject("plan has " + std::to_string(plan_.programs.size()) + " programs for " +
-             std::to_string(n) + " ranks");
-    bool routesOk = static_cast<int>(fabric_.routes.size()) == n;
-    for (const auto& row : fabric_.routes) routesOk &= static_cast<int>(row.size()) == n;
-    for (const auto& row : fabric_.routes)
-      for (const auto& route : row)
-        for (int l : route) routesOk &= l >= 0 && l < static_cast<int>(fabric_.links.size());
-    if (!routesOk) reject("the fabric's routes are not an nranks x nranks table of its links");
-    const uint64_t elem = std::max<uint32_t>(1, plan_.spec.elemSize);
-    const uint64_t slice = std::max<uint64_t>(1, opt_.sliceBytes);
-    const uint64_t maxSlices = std::max<uint64_t>(1, opt_.maxSlicesPerStep);
-    std::map<std::tuple<int, int, int>, int> fifoIds;
-    auto fifoId = [&](int from, int to, int channel) {
-      auto [it, fresh] = fifoIds.emplace(std::make_tuple(from, to, channel), fifos_.size());
-      if (fresh) {
-        Fifo f;
-        f.from = from;
-        f.to = to;
-        f.channel = channel;
-        f.route = &fabric_.routes[from][to];
-        f.latencyUs = fabric_.routeLatencyUs(from, to);
-        if (from != to && f.route->empty())
-          reject("the fabric has no route from rank " + std::to_string(from) + " to rank " +
-                 std::to_string(to));
-        for (int l : *f.route)
-          if (!(fabric_.links[l].bw > 0))
-            reject("fabric link " + fabric_.nodes[fabric_.links[l].from].name + " -> " +
-                   fabric_.nodes[fabric_.links[l].to].name + " has no bandwidth");
-        fifos_.push_back(f);
-      }
-      return it->second;
-    };
-    for (int r = 0; r < n; ++r) {
-      const plan::Program& p = plan_.programs[r];
-      laneBase_.push_back(static_cast<int>(lanes_.size()));
-      for (size_t l = 0; l < p.lanes.size(); ++l) {
-        LaneState L;
-        L.rank = r;
-        L.lane = static_cast<int>(l);
-        L.firstStep = static_cast<int>(steps_.size());
-        L.steps = static_cast<int>(p.lanes[l].steps.size());
-        const int channel = p.lanes[l].channel;
-        L.weight = opt_.laneShares ? std::max<uint32_t>(1, p.lanes[l].share) : 1;
-        weighted_ |= L.weight != 1;
-        if (channel < 0)
-          reject("rank " + std::to_string(r) + " lane " + std::to_string(l) + " has channel " +
-                 std::to_string(channel));
-        for (size_t s = 0; s < p.lanes[l].steps.size(); ++s) {
-          const Step& st = p.lanes[l].steps[s];
-          StepInfo info;
-          info.step = &st;
-          info.lane = static_cast<int>(lanes_.size());
-          info.index = static_cast<int>(s);
-          auto where = [&] { return stepText(r, static_cast<int>(l), static_cast<int>(s), st); };
-          if (static_cast<int>(st.op) > static_cast<int>(Op::kReduce)) reject(where() + ": bad op");
-          if (plan::opSends(st.op)) {
-            if (st.sendPeer < 0 || st.sendPeer >= n) reject(where() + ": send peer out of range");
-            info.sendFifo = fifoId(r, st.sendPeer, plan::sendChannelOf(p.lanes[l]));
-          }
-          if (plan::opRecvs(st.op)) {
-            if (st.recvPeer < 0 || st.recvPeer >= n)
-              reject(where() + ": receive peer out of range");
-            info.recvFifo = fifoId(st.recvPeer, r, channel);
-          }
-          for (const plan::StepRef& d : st.deps)
-            if (d.lane < 0 || d.lane >= static_cast<int>(p.lanes.size()) || d.step < 0 ||
-                d.step >= static_cast<int>(p.lanes[d.lane].steps.size()))
-              reject(where() + ": dependency on lane " + std::to_string(d.lane) + " step " +
-                     std::to_string(d.step) + " that does not exist");
-          info.bytes = st.count * elem;
-          info.nslices = std::max<uint64_t>(1, (info.bytes + slice - 1) / slice);
-          info.nslices = std::min(info.nslices, maxSlices);
-          steps_.push_back(std::move(info));
-        }
-        lanes_.push_back(L);
-      }
-    }
-    // Receives and sends pair up per FIFO; a count mismatch can never complete.
-    std::vector<int> sends(fifos_.size()), recvs(fifos_.size()), lastSend(fifos_.size(), -1),
-        lastRecv(fifos_.size(), -1);
-    for (size_t g = 0; g < steps_.size(); ++g) {
-      if (steps_[g].sendFifo >= 0) ++sends[steps_[g].sendFifo], lastSend[steps_[g].sendFifo] = g;
-      if (steps_[g].recvFifo >= 0) ++recvs[steps_[g].recvFifo], lastRecv[steps_[g].recvFifo] = g;
-    }
-    for (size_t i = 0; i < fifos_.size(); ++i) {
-      const Fifo& f = fifos_[i];
-      const std::string counts =
-          "rank " + std::to_string(f.from) + " sends " + std::to_string(sends[i]) +
-          " messages to rank " + std::to_string(f.to) + " on channel " + std::to_string(f.channel) +
-          ", rank " + std::to_string(f.to) + " receives " + std::to_string(recvs[i]);
-      if (recvs[i] > sends[i]) reject(describe(lastRecv[i]) + " has no matching send: " + counts);
-      if (sends[i] > recvs[i])
-        reject(describe(lastSend[i]) + " has no matching receive: " + counts);
-    }
+    return sim::stepText(lanes_[s.lane].rank, lanes_[s.lane].lane, s.index, *s.step);
   }
 
   // ---- flows ----
@@ -573,7 +410,7 @@ class Engine {
     for (int g = last, hops = 0; g >= 0 && hops <= static_cast<int>(steps_.size()); ++hops) {
       const StepInfo& s = steps_[g];
       const LaneState& SL = lanes_[s.lane];
-      path.push_back({{SL.rank, SL.lane, s.index}, s.startUs, s.endUs, waitName(s.why)});
+      path.push_back({{SL.rank, SL.lane, s.index}, s.startUs, s.endUs, sim::waitName(s.why)});
       g = s.blocker;
     }
     std::reverse(path.begin(), path.end());

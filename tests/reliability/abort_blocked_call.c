@@ -5,11 +5,14 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
+
+/* How long rank 1 may take to leave once told to. */
+enum { kChildExitMs = 30000 };
 
 struct Aborter {
   ncclComm_t comm;
@@ -62,9 +65,9 @@ int main(int argc, char** argv) {
     if (blocked == ncclSuccess) return fail(i, "the blocked allreduce succeeded");
     if (aborter.result != ncclSuccess) return fail(i, "ncclCommAbort failed");
     if (write(go[1], "x", 1) != 1) return fail(i, "write failed");
-    int status = 0;
-    if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      return fail(i, "rank 1 did not exit cleanly");
+    int code = 0;
+    waitChildren(&child, 1, kChildExitMs, &code);
+    if (code != 0) return fail(i, "rank 1 did not exit cleanly");
     close(go[1]);
   }
   free(buf);

@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
 
 #define MAX_RANKS 8
 #define COUNT 1024
@@ -28,12 +28,6 @@ struct Rank {
   double ms;
   char error[512];
 };
-
-static double nowMs(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void* runRank(void* arg) {
   struct Rank* r = arg;

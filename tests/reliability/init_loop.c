@@ -7,43 +7,16 @@
  *   threads:   ncclCommInitAll(ranks) in this process;
  *   processes: `ranks` forked processes that live for the whole loop; rank 0 creates each
  *              iteration's id and hands it to the others through a pipe. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
 
-enum { kMaxRanks = 16, kCount = 1024 };
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Fills with this rank's pattern, allreduces, and checks the sum of every rank's pattern. */
-static int allreduceChecked(ncclComm_t comm, int rank, int ranks, int iteration, float* buf) {
-  for (int k = 0; k < kCount; ++k) buf[k] = (float)(rank + 1) * (float)(k % 7 + iteration % 3);
-  if (ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) {
-    fprintf(stderr, "iteration %d rank %d: allreduce failed: %s\n", iteration, rank,
-            ncclGetLastError(comm));
-    return 1;
-  }
-  const float rankSum = (float)(ranks * (ranks + 1) / 2);
-  for (int k = 0; k < kCount; ++k) {
-    float want = rankSum * (float)(k % 7 + iteration % 3);
-    if (buf[k] != want) {
-      fprintf(stderr, "iteration %d rank %d: element %d is %g, expected %g\n", iteration, rank, k,
-              buf[k], want);
-      return 1;
-    }
-  }
-  return 0;
-}
+/* How long rank 0 waits for the other rank processes to leave once its loop ended. */
+enum { kMaxRanks = 16, kCount = 1024, kExitTimeoutMs = 60000 };
 
 static int runThreads(int iterations, int ranks) {
   ncclComm_t comms[kMaxRanks];
@@ -56,8 +29,7 @@ static int runThreads(int iterations, int ranks) {
       return 1;
     }
     /* One allreduce over all ranks from one thread: a group call. */
-    for (int r = 0; r < ranks; ++r)
-      for (int k = 0; k < kCount; ++k) bufs[r][k] = (float)(r + 1) * (float)(k % 7 + i % 3);
+    for (int r = 0; r < ranks; ++r) fillRankPattern(bufs[r], kCount, r, i);
     if (ncclGroupStart() != ncclSuccess) return 1;
     for (int r = 0; r < ranks; ++r)
       if (ncclAllReduce(bufs[r], bufs[r], kCount, ncclFloat, ncclSum, comms[r], NULL) !=
@@ -70,13 +42,11 @@ static int runThreads(int iterations, int ranks) {
               ncclGetLastError(NULL));
       return 1;
     }
-    const float rankSum = (float)(ranks * (ranks + 1) / 2);
-    for (int r = 0; r < ranks; ++r)
-      for (int k = 0; k < kCount; ++k)
-        if (bufs[r][k] != rankSum * (float)(k % 7 + i % 3)) {
-          fprintf(stderr, "iteration %d: rank %d element %d is %g\n", i, r, k, bufs[r][k]);
-          return 1;
-        }
+    for (int r = 0; r < ranks; ++r) {
+      char who[32];
+      snprintf(who, sizeof(who), "rank %d", r);
+      if (checkRankPatternSum(bufs[r], kCount, ranks, i, who)) return 1;
+    }
     for (int r = 0; r < ranks; ++r)
       if (ncclCommDestroy(comms[r]) != ncclSuccess) {
         fprintf(stderr, "iteration %d: ncclCommDestroy of rank %d failed\n", i, r);
@@ -87,32 +57,19 @@ static int runThreads(int iterations, int ranks) {
   return 0;
 }
 
-static int writeAll(int fd, const void* data, size_t bytes) {
-  const char* p = data;
-  while (bytes > 0) {
-    ssize_t n = write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
-    p += n;
-    bytes -= (size_t)n;
-  }
-  return 0;
-}
-
-static int readAll(int fd, void* data, size_t bytes) {
-  char* p = data;
-  while (bytes > 0) {
-    ssize_t n = read(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
-    p += n;
-    bytes -= (size_t)n;
-  }
-  return 0;
-}
+struct RankPipes {
+  int ranks, iterations;
+  int idPipes[kMaxRanks][2]; /* rank 0 -> rank r: each iteration's id */
+  int donePipe[2];           /* every rank -> rank 0: a byte per iteration */
+};
 
 /* One rank process: per iteration, receive the id, init, allreduce, destroy, report a byte. */
-static int rankProcess(int rank, int ranks, int iterations, int idFd, int doneFd) {
+static int rankProcess(int rank, void* arg) {
+  const struct RankPipes* p = arg;
+  const int ranks = p->ranks, iterations = p->iterations;
+  const int idFd = p->idPipes[rank][0], doneFd = p->donePipe[1];
+  close(p->idPipes[rank][1]);
+  close(p->donePipe[0]);
   float* buf = malloc(kCount * sizeof(float));
   if (!buf) return 2;
   for (int i = 0; i < iterations; ++i) {
@@ -124,7 +81,7 @@ static int rankProcess(int rank, int ranks, int iterations, int idFd, int doneFd
               ncclGetLastError(NULL));
       return 4;
     }
-    if (allreduceChecked(comm, rank, ranks, i, buf)) return 5;
+    if (allreduceChecked(comm, rank, ranks, i, buf, kCount)) return 5;
     if (ncclCommDestroy(comm) != ncclSuccess) return 6;
     if (writeAll(doneFd, "x", 1)) return 7;
   }
@@ -133,19 +90,15 @@ static int rankProcess(int rank, int ranks, int iterations, int idFd, int doneFd
 }
 
 static int runProcesses(int iterations, int ranks) {
-  int idPipes[kMaxRanks][2];
-  int donePipe[2];
-  pid_t children[kMaxRanks];
-  if (pipe(donePipe) != 0) return 1;
+  struct RankPipes p = {.ranks = ranks, .iterations = iterations};
+  int(*idPipes)[2] = p.idPipes;
+  const int* donePipe = p.donePipe;
+  pid_t children[kMaxRanks] = {0};
+  if (pipe(p.donePipe) != 0) return 1;
   for (int r = 1; r < ranks; ++r) {
     if (pipe(idPipes[r]) != 0) return 1;
-    children[r] = fork();
+    children[r] = forkRank(rankProcess, r, &p);
     if (children[r] < 0) return 1;
-    if (children[r] == 0) {
-      close(idPipes[r][1]);
-      close(donePipe[0]);
-      _exit(rankProcess(r, ranks, iterations, idPipes[r][0], donePipe[1]));
-    }
     close(idPipes[r][0]);
   }
   close(donePipe[1]);
@@ -168,7 +121,7 @@ static int runProcesses(int iterations, int ranks) {
       failed = 1;
       break;
     }
-    failed = allreduceChecked(comm, 0, ranks, i, buf);
+    failed = allreduceChecked(comm, 0, ranks, i, buf, kCount);
     if (ncclCommDestroy(comm) != ncclSuccess) failed = 1;
     /* Iterations stay in lock step, as in a scheduler that waits for a job before the next. */
     for (int r = 1; r < ranks && !failed; ++r) {
@@ -181,13 +134,11 @@ static int runProcesses(int iterations, int ranks) {
   }
   free(buf);
   for (int r = 1; r < ranks; ++r) close(idPipes[r][1]); /* ends children waiting for an id */
+  int codes[kMaxRanks];
+  waitChildren(children, ranks, kExitTimeoutMs, codes);
   for (int r = 1; r < ranks; ++r) {
-    int status = 0;
-    if (waitpid(children[r], &status, 0) != children[r] || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      if (!failed) fprintf(stderr, "rank %d process ended with status 0x%x\n", r, (unsigned)status);
-      failed = 1;
-    }
+    if (codes[r] != 0 && !failed) fprintf(stderr, "rank %d process ended with %d\n", r, codes[r]);
+    failed |= codes[r] != 0;
   }
   return failed;
 }
@@ -204,10 +155,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "iterations must be >= 1 and ranks in 2..%d\n", kMaxRanks);
     return 2;
   }
-  double start = now();
+  double start = nowSeconds();
   int failed = threads ? runThreads(iterations, ranks) : runProcesses(iterations, ranks);
   if (failed) return 1;
   printf("%d iterations of init + allreduce + destroy of %d ranks (%s) in %.1f s\n", iterations,
-         ranks, argv[1], now() - start);
+         ranks, argv[1], nowSeconds() - start);
   return 0;
 }

@@ -18,13 +18,14 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
 
-enum { kRanks = 2, kCount = 4096, kMaxPorts = 16, kAfterFlood = 20 };
+/* kExitTimeoutMs: how long the stranger waits for the ranks to leave once the flood is done. */
+enum { kRanks = 2, kCount = 4096, kMaxPorts = 16, kAfterFlood = 20, kExitTimeoutMs = 60000 };
 
 /* Child -> parent messages; each fits one atomic pipe write. */
 enum Kind { kRootReady = 1, kListening = 2, kPortsDone = 3 };
@@ -34,30 +35,6 @@ struct Message {
   struct sockaddr_storage addr;
   socklen_t addrLen;
 };
-
-static int writeAll(int fd, const void* data, size_t bytes) {
-  const char* p = data;
-  while (bytes > 0) {
-    ssize_t n = write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
-    p += n;
-    bytes -= (size_t)n;
-  }
-  return 0;
-}
-
-static int readAll(int fd, void* data, size_t bytes) {
-  char* p = data;
-  while (bytes > 0) {
-    ssize_t n = read(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return 1;
-    p += n;
-    bytes -= (size_t)n;
-  }
-  return 0;
-}
 
 /* ---- the rank side ---- */
 
@@ -125,21 +102,6 @@ static int reportListeners(int rank, int toParent) {
   return reported;
 }
 
-static int allreduceChecked(ncclComm_t comm, int rank, int iteration, float* buf) {
-  for (int k = 0; k < kCount; ++k) buf[k] = (float)(rank + 1) * (float)(k % 5 + iteration % 4);
-  if (ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm, NULL) != ncclSuccess) {
-    fprintf(stderr, "rank %d iteration %d: allreduce failed: %s\n", rank, iteration,
-            ncclGetLastError(comm));
-    return 1;
-  }
-  for (int k = 0; k < kCount; ++k)
-    if (buf[k] != 3.0f * (float)(k % 5 + iteration % 4)) {
-      fprintf(stderr, "rank %d iteration %d: element %d is %g\n", rank, iteration, k, buf[k]);
-      return 1;
-    }
-  return 0;
-}
-
 /* Whether the parent has said the flood is in place (a byte on `fromParent`). */
 static int floodSignalled(int fromParent) {
   struct pollfd p = {fromParent, POLLIN, 0};
@@ -167,7 +129,7 @@ static int rankMain(int rank, const char* commId, int toParent, int fromParent, 
     return 14;
   }
   float* buf = malloc(kCount * sizeof(float));
-  if (!buf || allreduceChecked(comm, rank, 0, buf)) return 15;
+  if (!buf || allreduceChecked(comm, rank, kRanks, 0, buf, kCount)) return 15;
   if (reportListeners(rank, toParent) < 1) return 16;
   struct Message done = {.rank = rank, .kind = kPortsDone};
   if (writeAll(toParent, &done, sizeof(done))) return 17;
@@ -177,7 +139,7 @@ static int rankMain(int rank, const char* commId, int toParent, int fromParent, 
   int seen = 0, after = 0;
   int flag[1];
   for (int i = 1; after < kAfterFlood; ++i) {
-    if (allreduceChecked(comm, rank, i, buf)) return 19;
+    if (allreduceChecked(comm, rank, kRanks, i, buf, kCount)) return 19;
     seen = seen || floodSignalled(fromParent);
     *flag = seen;
     if (ncclAllReduce(flag, flag, 1, ncclInt, ncclMax, comm, NULL) != ncclSuccess) return 20;
@@ -199,10 +161,28 @@ static int rankMain(int rank, const char* commId, int toParent, int fromParent, 
     return 24;
   }
   for (int i = 0; i < kAfterFlood; ++i)
-    if (allreduceChecked(comm2, rank, i, buf)) return 25;
+    if (allreduceChecked(comm2, rank, kRanks, i, buf, kCount)) return 25;
   if (ncclCommDestroy(comm2) != ncclSuccess || ncclCommDestroy(comm) != ncclSuccess) return 26;
   free(buf);
   return 0;
+}
+
+/* The pipes between the stranger and the rank processes. */
+struct RankPipes {
+  const char* commId;
+  int toParent[2];           /* ranks -> stranger: Messages */
+  int idPipe[2];             /* rank 0 -> rank 1: the unique ids */
+  int fromParent[kRanks][2]; /* stranger -> rank r: "the flood is in place" */
+};
+
+static int rankProcess(int rank, void* arg) {
+  const struct RankPipes* p = arg;
+  struct rlimit small = {1024, 1024}; /* ranks run with an ordinary limit */
+  setrlimit(RLIMIT_NOFILE, &small);
+  close(p->toParent[0]);
+  close(p->fromParent[rank][1]);
+  return rankMain(rank, p->commId, p->toParent[1], p->fromParent[rank][0], p->idPipe[0],
+                  p->idPipe[1]);
 }
 
 /* ---- the stranger ---- */
@@ -288,20 +268,15 @@ int main(int argc, char** argv) {
   char commId[64];
   snprintf(commId, sizeof(commId), "127.0.0.1:%d", port);
 
-  int toParent[2], idPipe[2], fromParent[kRanks][2];
+  struct RankPipes rp;
+  int *toParent = rp.toParent, *idPipe = rp.idPipe, (*fromParent)[2] = rp.fromParent;
+  rp.commId = commId;
   if (pipe(toParent) || pipe(idPipe)) return 1;
   pid_t child[kRanks];
   for (int r = 0; r < kRanks; ++r) {
     if (pipe(fromParent[r])) return 1;
-    child[r] = fork();
+    child[r] = forkRank(rankProcess, r, &rp);
     if (child[r] < 0) return 1;
-    if (child[r] == 0) {
-      struct rlimit small = {1024, 1024}; /* ranks run with an ordinary limit */
-      setrlimit(RLIMIT_NOFILE, &small);
-      close(toParent[0]);
-      close(fromParent[r][1]);
-      _exit(rankMain(r, commId, toParent[1], fromParent[r][0], idPipe[0], idPipe[1]));
-    }
     close(fromParent[r][0]);
   }
   close(toParent[1]);
@@ -354,14 +329,13 @@ int main(int argc, char** argv) {
   }
   for (int r = 0; r < kRanks; ++r) writeAll(fromParent[r][1], "f", 1);
   for (int r = 0; r < kRanks; ++r) close(fromParent[r][1]);
-  for (int r = 0; r < kRanks; ++r) {
-    int status = 0;
-    if (waitpid(child[r], &status, 0) != child[r] || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "rank %d ended with status 0x%x\n", r, (unsigned)status);
+  int codes[kRanks];
+  waitChildren(child, kRanks, kExitTimeoutMs, codes);
+  for (int r = 0; r < kRanks; ++r)
+    if (codes[r] != 0) {
+      fprintf(stderr, "rank %d ended with %d\n", r, codes[r]);
       failed = 1;
     }
-  }
   for (int i = 0; i < used; ++i)
     if (fds[i] >= 0) close(fds[i]);
   free(fds);

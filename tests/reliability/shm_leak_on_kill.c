@@ -17,16 +17,11 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
 
 enum { kMaxRanks = 8, kIterations = 400, kDeadlineMs = 60000 };
 enum Phase { kStarting, kInitDone, kCollectivesDone, kExited };
 static const char* const kPhaseNames[] = {"init", "collectives", "destroy", "exited"};
-
-static double nowMs(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* One rank: init, allreduces of 8 B to 4 MiB, destroy; on an error, abort and leave. */
 static void runRank(ncclUniqueId id, int nranks, int rank, volatile int* phase) {
@@ -75,31 +70,17 @@ static int leftovers(const pid_t* pids, int n, int run) {
   return found;
 }
 
-/* Waits for the `left` children not reaped yet until the deadline; kills and counts the ones
- * still running then. A survivor that died of a signal (a crash) counts too. */
-static int reap(const pid_t* pids, int n, int left, pid_t victim, int run) {
-  int bad = 0;
-  const double deadline = nowMs() + kDeadlineMs;
-  while (left > 0) {
-    int status = 0;
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p > 0) {
-      --left;
-      if (p != victim && WIFSIGNALED(status)) {
-        fprintf(stderr, "run %d: pid %d died of signal %d\n", run, (int)p, WTERMSIG(status));
-        ++bad;
-      }
-      continue;
+/* Waits for the job's processes (an entry <= 0: one reaped already) until the deadline, which
+ * kills and counts the ones still running then. A survivor that died of a signal (a crash)
+ * counts too. */
+static int reap(const pid_t* pids, int n, pid_t victim, int run) {
+  int codes[kMaxRanks];
+  int bad = waitChildren(pids, n, kDeadlineMs, codes);
+  for (int r = 0; r < n; ++r)
+    if (pids[r] > 0 && pids[r] != victim && codes[r] > 128) {
+      fprintf(stderr, "run %d: pid %d died of signal %d\n", run, (int)pids[r], codes[r] - 128);
+      ++bad;
     }
-    if (nowMs() > deadline) {
-      for (int r = 0; r < n; ++r) kill(pids[r], SIGKILL);
-      fprintf(stderr, "run %d: %d processes still running after %d ms\n", run, left, kDeadlineMs);
-      while (waitpid(-1, NULL, 0) > 0) {
-      }
-      return bad + left;
-    }
-    usleep(2000);
-  }
   return bad;
 }
 
@@ -129,7 +110,7 @@ int main(int argc, char** argv) {
     }
     if (run < 0) {
       const double start = nowMs();
-      failures += reap(pids, nranks, nranks, -1, run);
+      failures += reap(pids, nranks, -1, run);
       leaked += leftovers(pids, nranks, run);
       maxDelayMs = (int)((nowMs() - start) * 1.25) + 1;
       continue;
@@ -141,7 +122,10 @@ int main(int argc, char** argv) {
         waitpid(pids[victim], &status, WNOHANG) == pids[victim] ? kExited : phase[victim];
     if (at != kExited) kill(pids[victim], SIGKILL);
     ++killedIn[at];
-    failures += reap(pids, nranks, at == kExited ? nranks - 1 : nranks, pids[victim], run);
+    pid_t waited[kMaxRanks];
+    memcpy(waited, pids, sizeof(pid_t) * (size_t)nranks);
+    if (at == kExited) waited[victim] = 0; /* reaped above */
+    failures += reap(waited, nranks, pids[victim], run);
     leaked += leftovers(pids, nranks, run);
   }
   printf("%d runs of %d ranks, one killed within %d ms: in %s %d, %s %d, %s %d, %s %d\n", runs,

@@ -15,27 +15,19 @@
  * Without WEFT_RANK the program forks the ranks itself. With WEFT_RANK, WEFT_WORLD_SIZE and
  * WEFT_ID_FILE (tests/netns) it is one rank; rank 0 publishes the unique id in the file, and the
  * killed rank's status is the launcher's to accept. Exit status 0 when every check passed. */
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "nccl.h"
+#include "rank_procs.h"
 #include "shrink_grid.h"
 
 enum { kVictim = 1, kLaunchTimeoutSec = 240 };
-
-static double nowSec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 #define CHECK(cond, ...)                                 \
   do {                                                   \
@@ -50,8 +42,8 @@ static double nowSec(void) {
 /* Polls ncclCommGetAsyncError until the communicator leaves ncclInProgress (bounded). */
 static ncclResult_t waitAsync(ncclComm_t comm) {
   ncclResult_t st = ncclInProgress;
-  const double end = nowSec() + 120;
-  while (nowSec() < end) {
+  const double end = nowSeconds() + 120;
+  while (nowSeconds() < end) {
     if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) return ncclInvalidArgument;
     if (st != ncclInProgress) return st;
     usleep(1000);
@@ -90,24 +82,25 @@ static int deathRank(ncclComm_t comm, int rank, int n, int mistakeFirst) {
     }
   }
   /* Survivors: allreduces until one fails; the victim dies within a second. */
-  const double start = nowSec();
+  const double start = nowSeconds();
   ncclResult_t r = ncclSuccess;
   int calls = 0;
-  while (r == ncclSuccess && nowSec() - start < 90) {
+  while (r == ncclSuccess && nowSeconds() - start < 90) {
     r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
     ++calls;
   }
-  CHECK(r != ncclSuccess, "no error %.0f s after rank %d was killed", nowSec() - start, kVictim);
-  fprintf(stderr, "rank %d: call %d failed after %.2f s: %s\n", rank, calls, nowSec() - start,
+  CHECK(r != ncclSuccess, "no error %.0f s after rank %d was killed", nowSeconds() - start,
+        kVictim);
+  fprintf(stderr, "rank %d: call %d failed after %.2f s: %s\n", rank, calls, nowSeconds() - start,
           ncclGetErrorString(r));
   ncclComm_t shrunk = NULL;
   if (mistakeFirst) {
-    const double t0 = nowSec();
+    const double t0 = nowSeconds();
     const ncclResult_t m = ncclCommShrink(comm, NULL, 0, &shrunk, NULL, NCCL_SHRINK_ABORT);
     CHECK(m != ncclSuccess && m != ncclInProgress && !shrunk,
           "a shrink that keeps the dead rank returned %s", ncclGetErrorString(m));
     fprintf(stderr, "rank %d: the shrink keeping rank %d failed after %.2f s: %s\n", rank, kVictim,
-            nowSec() - t0, ncclGetErrorString(m));
+            nowSeconds() - t0, ncclGetErrorString(m));
   } else {
     CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "revoke failed: %s",
           ncclGetLastError(comm));
@@ -116,7 +109,7 @@ static int deathRank(ncclComm_t comm, int rank, int n, int mistakeFirst) {
     CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidArgument, "revoked twice");
   }
   int excluded = kVictim;
-  const double shrinkStart = nowSec();
+  const double shrinkStart = nowSeconds();
   ncclResult_t s = ncclCommShrink(comm, &excluded, 1, &shrunk, NULL, NCCL_SHRINK_ABORT);
   CHECK(s == ncclSuccess && shrunk, "shrink failed: %s (%s)", ncclGetErrorString(s),
         ncclGetLastError(comm));
@@ -126,7 +119,7 @@ static int deathRank(ncclComm_t comm, int rank, int n, int mistakeFirst) {
             newRank == (rank < kVictim ? rank : rank - 1),
         "new rank %d", newRank);
   fprintf(stderr, "rank %d: shrunk to rank %d of %d in %.2f s\n", rank, newRank, newN,
-          nowSec() - shrinkStart);
+          nowSeconds() - shrinkStart);
   CHECK(runShrinkGrid(shrunk) == 0, "grid failed on the shrunk communicator");
   CHECK(ncclCommDestroy(shrunk) == ncclSuccess, "destroy of the new communicator failed");
   CHECK(ncclCommDestroy(comm) == ncclSuccess, "destroy of the parent failed");
@@ -209,6 +202,18 @@ static int runRank(const char* mode, const ncclUniqueId* id, int rank, int n) {
   return excludeRank(comm, rank, n);
 }
 
+/* What a forked rank runs (forkRank). */
+struct Launch {
+  const char* mode;
+  const ncclUniqueId* id;
+  int n;
+};
+
+static int launchedRank(int rank, void* arg) {
+  const struct Launch* l = arg;
+  return runRank(l->mode, l->id, rank, l->n);
+}
+
 static int shareId(int rank, const char* path, ncclUniqueId* id) {
   if (rank == 0) {
     if (ncclGetUniqueId(id) != ncclSuccess) return 0;
@@ -219,8 +224,8 @@ static int shareId(int rank, const char* path, ncclUniqueId* id) {
     fclose(f);
     return rename(tmp, path) == 0;
   }
-  const double end = nowSec() + 60;
-  while (nowSec() < end) {
+  const double end = nowSeconds() + 60;
+  while (nowSeconds() < end) {
     FILE* f = fopen(path, "rb");
     if (f) {
       size_t got = fread(id->internal, sizeof(id->internal), 1, f);
@@ -260,33 +265,13 @@ int main(int argc, char** argv) {
   if (ncclGetUniqueId(&id) != ncclSuccess) return 3;
   pid_t pids[64];
   if (n > 64) return 2;
+  struct Launch launch = {mode, &id, n};
   for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
+    pids[r] = forkRank(launchedRank, r, &launch);
     if (pids[r] < 0) return 3;
-    if (pids[r] == 0) _exit(runRank(mode, &id, r, n));
   }
-  int codes[64], left = n, failed = 0;
-  for (int r = 0; r < n; ++r) codes[r] = -1;
-  const double end = nowSec() + kLaunchTimeoutSec;
-  while (left > 0) {
-    for (int r = 0; r < n; ++r) {
-      int status = 0;
-      if (codes[r] != -1 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      --left;
-    }
-    if (left > 0 && nowSec() > end) {
-      for (int r = 0; r < n; ++r)
-        if (codes[r] == -1) {
-          kill(pids[r], SIGKILL);
-          waitpid(pids[r], NULL, 0);
-          codes[r] = 124;
-          fprintf(stderr, "rank %d hung: killed after %d s\n", r, kLaunchTimeoutSec);
-        }
-      left = 0;
-    }
-    usleep(10000);
-  }
+  int codes[64], failed = 0;
+  waitChildren(pids, n, kLaunchTimeoutSec * 1e3, codes);
   for (int r = 0; r < n; ++r) {
     const int killed = strcmp(mode, "death") == 0 || strcmp(mode, "unreachable") == 0;
     const int expected = killed && r == kVictim ? 128 + SIGKILL : 0;

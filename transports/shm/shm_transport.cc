@@ -36,7 +36,8 @@ class ShmTransport : public Transport {
     void* mem = seg->data();
     // Large slices of ncclMemAlloc'd buffers are read in place through a mapping of the
     // sender's memfd. process_vm_readv for any other memory measured slower than copying
-    // through slots on this VM (perf/README.md), so it is opt-in.
+    // through slots (see perf/README.md, "shm by reference (CMA) against slot copies"), so it
+    // is opt-in.
     const Tuning& tuning = tuningOr(ctx.tuning);
     RemoteMode remote = RemoteMode::kNone;
     if (tuning.shmCma)

@@ -1,0 +1,329 @@
+#include "perf/driver.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "perf/mpi.h"
+#include "perf/report.h"
+#include "weft/weft.h"
+
+#ifndef WEFT_PERF_VERSION
+#define WEFT_PERF_VERSION "0.1.0"
+#endif
+
+namespace weft::perf {
+namespace {
+
+constexpr size_t kInfoBytes = 128;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void Driver::printHeader(int libVersion) const {
+  const Options& o = opt_;
+  std::printf("# Weft perf tests version %s nccl-headers=%d nccl-library=%d\n", WEFT_PERF_VERSION,
+              NCCL_VERSION_CODE, libVersion);
+  std::printf("# Collective test starting: %s\n", program_);
+  std::printf(
+      "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: %d validation: %d graph: %d unalign: %d\n",
+      o.nThreads, o.nGpus, o.minBytes, o.maxBytes, o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
+      o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters, o.check, 0,
+      o.unalign);
+  if (o.blocking == 1)
+    std::printf("# Blocking Enabled: wait for completion and barrier after each collective \n");
+  if (o.blocking == 2)
+    std::printf("# Blocking Enabled: wait for completion after each collective (no barrier) \n");
+  if (o.blocking == 3)
+    std::printf("# Blocking Enabled: wait for completion and barrier after each iteration \n");
+  if (o.parallelInit)
+    std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
+  for (const std::string& n : o.notes) std::printf("# Note: %s\n", n.c_str());
+  std::printf("#\n");
+  std::fflush(stdout);
+}
+
+void Driver::initRanks(std::vector<RankRes*>& ranks) {
+  PERF_NCCL(ncclGroupStart());
+  for (RankRes* r : ranks) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    PERF_NCCL(ncclCommInitRankConfig(&r->comm, nranks_, id_, r->rank, &config));
+  }
+  PERF_NCCL(ncclGroupEnd());
+}
+
+void Driver::setup(Worker& w) {
+  for (RankRes& r : w.ranks) {
+    PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.sendAlloc), allocBytes_));
+    PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recvAlloc), allocBytes_));
+    if (opt_.registerMode == 1) {
+      PERF_NCCL(ncclCommRegister(r.comm, r.sendAlloc, allocBytes_, &r.sendReg));
+      PERF_NCCL(ncclCommRegister(r.comm, r.recvAlloc, allocBytes_, &r.recvReg));
+    }
+    if (!opt_.streamNull) PERF_NCCL(weftStreamCreate(&r.stream));
+  }
+  if (opt_.registerMode == 2) {
+    // Window registration is collective: one group for the ranks of this thread.
+    PERF_NCCL(ncclGroupStart());
+    for (RankRes& r : w.ranks) {
+      PERF_NCCL(ncclCommWindowRegister(r.comm, r.sendAlloc, allocBytes_, &r.sendWin,
+                                       NCCL_WIN_COLL_SYMMETRIC));
+      PERF_NCCL(ncclCommWindowRegister(r.comm, r.recvAlloc, allocBytes_, &r.recvWin,
+                                       NCCL_WIN_COLL_SYMMETRIC));
+    }
+    PERF_NCCL(ncclGroupEnd());
+  }
+}
+
+void Driver::teardown(Worker& w) {
+  for (RankRes& r : w.ranks) {
+    if (r.stream) PERF_NCCL(weftStreamDestroy(r.stream));
+    r.stream = nullptr;
+  }
+  if (opt_.registerMode == 2) {
+    PERF_NCCL(ncclGroupStart());
+    for (RankRes& r : w.ranks) {
+      PERF_NCCL(ncclCommWindowDeregister(r.comm, r.sendWin));
+      PERF_NCCL(ncclCommWindowDeregister(r.comm, r.recvWin));
+    }
+    PERF_NCCL(ncclGroupEnd());
+  }
+  for (RankRes& r : w.ranks) {
+    if (r.sendReg) PERF_NCCL(ncclCommDeregister(r.comm, r.sendReg));
+    if (r.recvReg) PERF_NCCL(ncclCommDeregister(r.comm, r.recvReg));
+    PERF_NCCL(ncclMemFree(r.sendAlloc));
+    PERF_NCCL(ncclMemFree(r.recvAlloc));
+    PERF_NCCL(ncclCommDestroy(r.comm));
+    r.comm = nullptr;
+  }
+}
+
+void Driver::complete(Worker& w) {
+  for (RankRes& r : w.ranks)
+    if (r.stream) PERF_NCCL(weftStreamSynchronize(r.stream));
+  for (RankRes& r : w.ranks) {
+    ncclResult_t async = ncclSuccess;
+    PERF_NCCL(ncclCommGetAsyncError(r.comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress)
+      ncclCheck(async, "ncclCommGetAsyncError (asynchronous error)", __FILE__, __LINE__);
+  }
+  touch(w);
+}
+
+// Every rank of every thread and process: one allreduce of one int, waited for.
+void Driver::barrier(Worker& w) {
+  allReduce<int32_t>(
+      w, [](const RankRes&) { return int32_t{1}; }, ncclInt32, ncclSum);
+}
+
+double Driver::combineTime(Worker& w, double sec) {
+  switch (opt_.average) {
+    case 0:
+      return allReduce<double>(
+          w, [&](const RankRes& r) { return r.rank == 0 ? sec : 0.0; }, ncclFloat64, ncclSum);
+    case 2:
+      return allReduce<double>(
+          w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMin);
+    case 3:
+      return allReduce<double>(
+          w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclMax);
+    default:
+      return allReduce<double>(
+                 w, [&](const RankRes&) { return sec; }, ncclFloat64, ncclSum) /
+             nranks_;
+  }
+}
+
+void Driver::deviceReport(Worker& w) {
+  for (RankRes& r : w.ranks) {
+    r.info.assign(kInfoBytes, 0);
+    r.infoAll.assign(kInfoBytes * static_cast<size_t>(nranks_), 0);
+    int32_t fields[2] = {r.rank, static_cast<int32_t>(::getpid())};
+    std::memcpy(r.info.data(), fields, sizeof fields);
+    std::snprintf(reinterpret_cast<char*>(r.info.data()) + sizeof fields,
+                  kInfoBytes - sizeof fields, "%s", hostName().c_str());
+  }
+  const bool group = w.ranks.size() > 1;
+  if (group) PERF_NCCL(ncclGroupStart());
+  for (RankRes& r : w.ranks)
+    PERF_NCCL(
+        ncclAllGather(r.info.data(), r.infoAll.data(), kInfoBytes, ncclUint8, r.comm, r.stream));
+  if (group) PERF_NCCL(ncclGroupEnd());
+  complete(w);
+  if (!w.prints) return;
+  std::printf("# Using devices\n");
+  const unsigned char* all = w.ranks.front().infoAll.data();
+  for (int i = 0; i < nranks_; ++i) {
+    const unsigned char* rec = all + static_cast<size_t>(i) * kInfoBytes;
+    int32_t fields[2];
+    std::memcpy(fields, rec, sizeof fields);
+    char host[kInfoBytes];
+    std::memcpy(host, rec + sizeof fields, kInfoBytes - sizeof fields);
+    host[kInfoBytes - sizeof fields - 1] = '\0';
+    std::printf("#  Rank %2d Group %2d Pid %6d on %10s cpu\n", fields[0], 0, fields[1], host);
+  }
+  std::fflush(stdout);
+}
+
+void Driver::work(Worker& w) {
+  if (opt_.parallelInit) {
+    std::vector<RankRes*> mine;
+    for (RankRes& r : w.ranks) mine.push_back(&r);
+    initRanks(mine);
+  }
+  setup(w);
+  deviceReport(w);
+  barrier(w);
+  // Every rank has joined: the id file has served its purpose.
+  if (w.prints && world_.count > 1 && !idPath_.empty()) ::unlink(idPath_.c_str());
+  if (w.prints) printTableHeader(opt_.reportCpu != 0);
+
+  const std::string why = coll_.unsupported(nranks_);
+  if (!why.empty()) {
+    if (w.prints) std::printf("%s\n", why.c_str());
+  } else {
+    std::vector<int> roots;
+    if (!coll_.rooted()) {
+      roots.push_back(-1);
+    } else if (opt_.root == -1) {
+      for (int r = 0; r < nranks_; ++r) roots.push_back(r);
+    } else {
+      roots.push_back(opt_.root);
+    }
+    for (int cycle = 0; opt_.runCycles == 0 || cycle < opt_.runCycles; ++cycle) {
+      for (ncclDataType_t t : types_)
+        for (Op op : ops_)
+          for (int root : roots) timeTest(w, t, op, root);
+    }
+  }
+  barrier(w);
+  w.beats.store(0);
+  teardown(w);
+}
+
+void Driver::watchdog() {
+  const int64_t limit = static_cast<int64_t>(opt_.timeout) * 1000000000LL;
+  // Per worker: the count last seen and when it last changed.
+  std::vector<std::pair<uint64_t, int64_t>> seen(workers_.size(), {0, nowNs()});
+  while (!finished_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int64_t now = nowNs();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const Worker& w = *workers_[i];
+      const uint64_t b = w.beats.load(std::memory_order_relaxed);
+      if (b == 0 || b != seen[i].first) {
+        seen[i] = {b, now};
+        continue;
+      }
+      if (now - seen[i].second > limit) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: Test timeout (%ds) %s:%d: thread %d made no progress\n",
+                     hostName().c_str(), opt_.timeout, __FILE__, __LINE__, w.index);
+        std::fflush(stderr);
+        std::_Exit(3);
+      }
+    }
+  }
+}
+
+int Driver::run() {
+  int libVersion = 0;
+  PERF_NCCL(ncclGetVersion(&libVersion));
+  const bool mainProcess = world_.index == 0;
+  if (mainProcess) printHeader(libVersion);
+
+  if (coll_.rooted() && opt_.root >= nranks_) {
+    if (mainProcess)
+      std::fprintf(stderr, "%s: root %d is out of range for %d ranks\n", program_, opt_.root,
+                   nranks_);
+    return 1;
+  }
+
+  types_ = opt_.allTypes ? allTypes() : std::vector<ncclDataType_t>{opt_.type};
+  if (!coll_.reduces()) {
+    ops_ = {Op::kNone};
+  } else {
+    ops_ = opt_.allOps ? allOps() : std::vector<Op>{opt_.op};
+  }
+  size_t maxTypeSize = 1;
+  for (ncclDataType_t t : types_) {
+    const size_t ts = typeInfo(t).size;
+    maxTypeSize = std::max(maxTypeSize, ts);
+    CollCounts c = coll_.counts(opt_.maxBytes / ts, nranks_);
+    bufBytes_ = std::max(bufBytes_, std::max(c.send, c.recv) * ts);
+  }
+  allocBytes_ = bufBytes_ + static_cast<size_t>(opt_.unalign) * maxTypeSize;
+  allocBytes_ = std::max<size_t>(64, (allocBytes_ + 63) / 64 * 64);
+
+  // The unique id: made here when alone, else shared through MPI, through the file weftrun
+  // names, or derived alike by every process from its launcher's environment.
+  try {
+    if (world_.count > 1 && mpiShareUniqueId(world_, &id_)) {
+      // Started by mpirun/srun: the id went out with MPI_Bcast.
+    } else if (const char* path = std::getenv("WEFT_ID_FILE"); world_.count > 1 && path && *path) {
+      idPath_ = path;
+      double wait = 120;
+      if (const char* t = std::getenv("WEFT_ID_TIMEOUT")) wait = std::atof(t);
+      if (opt_.timeout > 0) wait = std::max(wait, static_cast<double>(opt_.timeout));
+      id_ = shareUniqueId(world_, idPath_, wait);
+    } else if (world_.count > 1) {
+      // torchrun-style MASTER_ADDR/MASTER_PORT, or srun's job step: no shared file needed.
+      id_ = deriveUniqueId(world_);
+    } else {
+      PERF_NCCL(ncclGetUniqueId(&id_));
+    }
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+
+  for (int t = 0; t < opt_.nThreads; ++t) {
+    auto w = std::make_unique<Worker>();
+    w->index = t;
+    w->prints = mainProcess && t == 0;
+    for (int g = 0; g < opt_.nGpus; ++g) {
+      RankRes r;
+      r.rank = (world_.index * opt_.nThreads + t) * opt_.nGpus + g;
+      w->ranks.push_back(std::move(r));
+    }
+    workers_.push_back(std::move(w));
+  }
+
+  if (!opt_.parallelInit) {
+    std::vector<RankRes*> all;
+    for (auto& w : workers_)
+      for (RankRes& r : w->ranks) all.push_back(&r);
+    initRanks(all);
+  }
+
+  std::thread dog;
+  if (opt_.timeout > 0) dog = std::thread([this] { watchdog(); });
+  std::vector<std::thread> threads;
+  for (int t = 1; t < opt_.nThreads; ++t)
+    threads.emplace_back([this, t] { work(*workers_[static_cast<size_t>(t)]); });
+  work(*workers_.front());
+  for (auto& th : threads) th.join();
+  finished_.store(true);
+  if (dog.joinable()) dog.join();
+
+  const Worker& w0 = *workers_.front();
+  const double avgBw = w0.bwCount ? w0.bwSum / w0.bwCount : 0.0;
+  double minBw = -1;
+  if (const char* m = std::getenv("NCCL_TESTS_MIN_BW")) minBw = std::atof(m);
+  if (mainProcess) printFooter(w0.errors, avgBw, minBw, program_);
+  if (w0.errors > 0) return 1;
+  if (minBw >= 0 && avgBw < 0.9 * minBw) return 1;
+  return 0;
+}
+
+}  // namespace weft::perf

@@ -1,0 +1,150 @@
+// The driver behind perfMain (perf/common.h): the ranks each thread drives, their buffers and
+// the sweep over sizes, types, ops and roots. Internal to perf/: the run's lifecycle (ranks,
+// threads, watchdog) is in perf/driver.cc, the sweep (calls, timing, data check) in
+// perf/driver_sweep.cc, failure reporting in perf/common.cc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "perf/common.h"
+#include "perf/options.h"
+#include "perf/values.h"
+#include "perf/world.h"
+
+namespace weft::perf {
+
+// This host's name, for failure messages.
+const std::string& hostName();
+// Prints "<host>: Test failure: <msg>" and ends the process with status 2 (other threads may be
+// blocked in collectives whose peers will never come).
+[[noreturn]] void die(const std::string& msg);
+// Ends the process with status 2 and nccl-tests' failure line when r is not ncclSuccess.
+void ncclCheck(ncclResult_t r, const char* what, const char* file, int line);
+
+#define PERF_NCCL(call) ncclCheck((call), #call, __FILE__, __LINE__)
+
+// One rank this thread drives.
+struct RankRes {
+  int rank = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  char* sendAlloc = nullptr;
+  char* recvAlloc = nullptr;
+  void* sendReg = nullptr;
+  void* recvReg = nullptr;
+  ncclWindow_t sendWin = nullptr;
+  ncclWindow_t recvWin = nullptr;
+  ncclRedOp_t op = ncclSum;
+  bool opCreated = false;
+  alignas(16) unsigned char scratch[16] = {};  // one element for control allreduces
+  std::vector<unsigned char> info;             // device report: this rank's record
+  std::vector<unsigned char> infoAll;          // and everyone's
+};
+
+struct Worker {
+  int index = 0;
+  bool prints = false;  // thread 0 of process 0
+  std::vector<RankRes> ranks;
+  // Signs of progress, counted (a clock read per call would cost small calls a fifth of their
+  // time); 0 = not timed.
+  std::atomic<uint64_t> beats{0};
+  uint64_t rep = 0;  // data seed, advanced identically on every rank
+  double bwSum = 0;
+  int bwCount = 0;
+  int errors = 0;
+};
+
+// The sizes of one call of the sweep.
+struct Shape {
+  ncclDataType_t type = ncclFloat32;
+  Op op = Op::kNone;
+  int root = -1;
+  size_t typeSize = 4;
+  CollCounts c;
+  size_t totalBytes = 0;  // max(send, recv) bytes: the size column and the rotation step
+  size_t steps = 1;       // distinct buffer offsets the timed iterations rotate through
+  size_t unalignBytes = 0;
+};
+
+class Driver {
+ public:
+  Driver(const Options& o, const ProcessWorld& world, const Collective& coll, const char* program)
+      : opt_(o), world_(world), coll_(coll), program_(program) {
+    nranks_ = world.count * o.nThreads * o.nGpus;
+  }
+
+  int run();
+
+ private:
+  void printHeader(int libVersion) const;
+  void initRanks(std::vector<RankRes*>& ranks);
+  void setup(Worker& w);
+  void teardown(Worker& w);
+  void work(Worker& w);
+  void deviceReport(Worker& w);
+  void timeTest(Worker& w, ncclDataType_t type, Op op, int root);
+  void benchTime(Worker& w, const Shape& s, bool inPlace);
+  void setSize(Shape& s, size_t bytes) const;
+  // A rank's send and receive pointers for one call, its buffers shifted by `shift` bytes.
+  struct CallBuffers {
+    const void* send;
+    void* recv;
+  };
+  CallBuffers callBuffers(const RankRes& r, const Shape& s, bool inPlace, size_t shift) const;
+  void startColl(Worker& w, const Shape& s, bool inPlace, int first, int calls = 1);
+  void afterCall(Worker& w);
+  void complete(Worker& w);
+  void barrier(Worker& w);
+  template <class T, class F>
+  T allReduce(Worker& w, F valueOf, ncclDataType_t type, ncclRedOp_t op);
+  double combineTime(Worker& w, double sec);
+  DataView view(const RankRes& r, const Shape& s, bool inPlace, const ValueModel* vm) const;
+  void initData(Worker& w, const Shape& s, bool inPlace, const ValueModel& vm);
+  int64_t checkData(Worker& w, const RankRes& r, const Shape& s, bool inPlace,
+                    const ValueModel& vm);
+  void touch(Worker& w) const {
+    if (opt_.timeout > 0)
+      w.beats.store(w.beats.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void watchdog();
+
+  const Options& opt_;
+  const ProcessWorld& world_;
+  const Collective& coll_;
+  const char* program_;
+  int nranks_ = 1;
+  ncclUniqueId id_{};
+  std::string idPath_;
+  std::vector<ncclDataType_t> types_;
+  std::vector<Op> ops_;
+  size_t bufBytes_ = 0;    // per buffer, before unalignment
+  size_t allocBytes_ = 0;  // per buffer, as allocated
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> finished_{false};
+};
+
+template <class T, class F>
+T Driver::allReduce(Worker& w, F valueOf, ncclDataType_t type, ncclRedOp_t op) {
+  static_assert(sizeof(T) <= sizeof(RankRes::scratch));
+  for (RankRes& r : w.ranks) {
+    T v = valueOf(r);
+    std::memcpy(r.scratch, &v, sizeof v);
+  }
+  const bool group = w.ranks.size() > 1;
+  if (group) PERF_NCCL(ncclGroupStart());
+  for (RankRes& r : w.ranks)
+    PERF_NCCL(ncclAllReduce(r.scratch, r.scratch, 1, type, op, r.comm, r.stream));
+  if (group) PERF_NCCL(ncclGroupEnd());
+  complete(w);
+  T out;
+  std::memcpy(&out, w.ranks.front().scratch, sizeof out);
+  return out;
+}
+
+}  // namespace weft::perf
