@@ -38,6 +38,8 @@ ENV_READERS = [
     "src/common/log.cc",
     # the reduction kernels' instruction set is a property of the process (WEFT_SIMD)
     "src/common/reduce.cc",
+    # the CUDA driver library is loaded once per process, like the driver (WEFT_CUDA_DRIVER)
+    "src/cuda/driver_api.cc",
     # init from a launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...): not knobs
     "src/api/launch.cc",
     # a command-line tool's own entry point
