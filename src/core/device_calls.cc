@@ -80,8 +80,14 @@ struct DeviceCallState::Shared {
       }
     }
     void* host = nullptr;
+    // A call made while its stream is captured allocates too: relaxed capture mode on this
+    // thread for the allocation, as a global-mode capture would otherwise refuse it.
+    int mode = cuda::kCuStreamCaptureModeRelaxed;
+    const bool exchanged = api->threadExchangeStreamCaptureMode &&
+                           api->threadExchangeStreamCaptureMode(&mode) == cuda::kCuSuccess;
     CuResult rc = api->memHostAlloc(&host, bytes,
                                     cuda::kCuMemHostAllocPortable | cuda::kCuMemHostAllocDeviceMap);
+    if (exchanged) api->threadExchangeStreamCaptureMode(&mode);
     if (rc != cuda::kCuSuccess) {
       *why = cudaFailure(*api, "cuMemHostAlloc of the staging buffer", rc);
       return Status::kSystemError;

@@ -71,6 +71,7 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuStreamWaitValue32_v2"}, &api->streamWaitValue32);
   bindOptional(h, {"cuStreamWriteValue32_v2"}, &api->streamWriteValue32);
   bindOptional(h, {"cuStreamIsCapturing"}, &api->streamIsCapturing);
+  bindOptional(h, {"cuThreadExchangeStreamCaptureMode"}, &api->threadExchangeStreamCaptureMode);
 }
 
 struct EntryPoint {

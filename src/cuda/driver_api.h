@@ -48,6 +48,7 @@ inline constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;  // CU_MEMHOSTALLOC_D
 inline constexpr unsigned kCuStreamWaitValueEq = 0x1;       // CU_STREAM_WAIT_VALUE_EQ
 inline constexpr unsigned kCuStreamWriteValueDefault = 0;   // CU_STREAM_WRITE_VALUE_DEFAULT
 inline constexpr int kCuStreamCaptureStatusNone = 0;        // CU_STREAM_CAPTURE_STATUS_NONE
+inline constexpr int kCuStreamCaptureModeRelaxed = 2;       // CU_STREAM_CAPTURE_MODE_RELAXED
 
 inline constexpr int kCuDeviceAttributePciBusId = 33;  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
 inline constexpr int kCuDeviceAttributeVmmSupported =
@@ -181,6 +182,8 @@ struct DriverApi {
   CuResult (*streamWriteValue32)(CuStream stream, CuDevicePtr addr, unsigned value,
                                  unsigned flags) = nullptr;  // _v2
   CuResult (*streamIsCapturing)(CuStream stream, int* status) = nullptr;
+  // Lets this thread allocate while a stream of the process is being captured (optional).
+  CuResult (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;
 };
 
 // The outcome of loading a driver library: `api` is null when the library or one of its

@@ -37,6 +37,32 @@ echo "== tests"
 log="$build/ctest.log"
 timeout 420 ctest --test-dir "$build" -L cuda --output-on-failure -j 1 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+# Adds a check's outcome to the log in ctest's words (exit 77: skipped).
+record() {
+  local word="***Failed"
+  [[ $3 -eq 0 ]] && word="Passed"
+  [[ $3 -eq 77 ]] && word="Skipped"
+  echo "Test #$1: $2 ... $word" >>"$log"
+}
+
+# The library itself on the GPU, from the build carried beside the checkout
+# (tests/gpu/prepare_carry.sh made it on a machine with the -dev libraries).
+if [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
+  echo "== carried build ($(cat gpu-carry/COMMIT 2>/dev/null || echo unknown commit))"
+  export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  timeout 300 gpu-carry/bin/device_calls_gpu_test 2>&1 | tee -a "$log"
+  record 900 device_calls_gpu_test "${PIPESTATUS[0]}"
+  if command -v python3 >/dev/null && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    timeout 240 python3 tests/gpu/torch_nccl_check.py --weft gpu-carry/lib/libnccl.so.2 2>&1 |
+      tee -a "$log"
+    record 901 torch_nccl_check "${PIPESTATUS[0]}"
+  else
+    echo "(no PyTorch with CUDA here: the torch check is skipped)"
+  fi
+else
+  echo "(no gpu-carry/ beside the checkout: the library's own GPU checks are skipped;"
+  echo " run tests/gpu/prepare_carry.sh where the library builds and carry gpu-carry)"
+fi
 passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$log")
 failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$log")
 skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$log")

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds here what the GPU machine runs from the repository's own build, since that machine has
+# nvcc but none of the -dev libraries the library links (hwloc, pugixml): libnccl.so.2 for the
+# H100/H200's sm_90 with the shared libraries it needs that a bare CUDA machine lacks, the
+# API-level GPU test and the perf tools, into ./gpu-carry (ignored by git). Hand that folder to
+# the device tool with the checkout (carry: ["gpu-carry"]); tests/gpu/run.sh finds it there.
+# Usage: tests/gpu/prepare_carry.sh [ARCH]   (ARCH: CMake CUDA architectures, default 90-real)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+arch="${1:-90-real}"
+build=build-gpu-carry
+out=gpu-carry
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf weftrun)
+cmake --build "$build" -j "$(nproc)" --target nccl device_calls_gpu_test "${tools[@]}"
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp -L "$build/src/api/libnccl.so.2" "$out/lib/libnccl.so.2"
+ln -s libnccl.so.2 "$out/lib/libnccl.so"
+cp "$build/tests/gpu/device_calls_gpu_test" "$out/bin/"
+for t in "${tools[@]}"; do cp "$build/perf/$t" "$out/bin/"; done
+strip --strip-unneeded "$out/lib/libnccl.so.2" "$out/bin/"*
+# Every library the binaries load that is not part of the C runtime or CUDA itself.
+for f in "$out/lib/libnccl.so.2" "$out/bin/"*; do
+  ldd "$f" | awk '$3 ~ /^\// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so.* | libm.so.* | libgcc_s.so.* | libpthread.so.* | libdl.so.* | librt.so.* | \
+      ld-linux*.so.* | libcuda.so.* | libcudart.so.* | libnccl.so.*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+git rev-parse HEAD >"$out/COMMIT"
+du -sh "$out"
+size=$(du -sm "$out" | cut -f1)
+if [ "$size" -gt 56 ]; then
+  echo "gpu-carry is $size MiB: more than the device tool carries beside the checkout" >&2
+  exit 1
+fi
