@@ -21,8 +21,9 @@ struct Spec;
 namespace weft::cuda {
 
 inline constexpr uint32_t kDevicePlanMagic = 0x57445031;  // "WDP1"
-// Buffer ids a device step may name: Input, Output, Scratch and up to 5 Extra buffers.
-inline constexpr uint32_t kMaxDeviceBuffers = 8;
+// Buffer ids a device step may name: Input, Output, Scratch and up to 29 Extra buffers (a p2p
+// group's); DeviceRunArgs carries them inline, so the kernel needs no table of them.
+inline constexpr uint32_t kMaxDeviceBuffers = 32;
 
 struct DeviceStep {
   uint8_t op = 0;      // plan::Op
