@@ -1,0 +1,302 @@
+#include "tests/unit/cuda/device_harness.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <thread>
+#include <tuple>
+
+#include "src/common/error.h"
+#include "src/common/reduce.h"
+#include "src/cuda/device_plan.h"
+#include "src/exec/executor.h"
+#include "transports/shm/pair_fifo.h"
+
+namespace weft::cuda::test {
+namespace {
+
+// Aligned, zeroed memory.
+struct Block {
+  void* mem = nullptr;
+  explicit Block(size_t bytes) {
+    const size_t rounded = (bytes + 4095) / 4096 * 4096;
+    mem = std::aligned_alloc(4096, rounded);
+    std::memset(mem, 0, rounded);
+  }
+  ~Block() { std::free(mem); }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+};
+
+// One rank's buffers for one run. In place: one buffer holding the input at inOff and the output
+// at outOff (elements).
+struct RankMemory {
+  Bytes mem, out, scratch;
+  uint64_t inOff = 0, outOff = 0;
+  char* buffers[3] = {};
+
+  RankMemory(const plan::Plan& p, int r, const Bytes& input, size_t es, bool inPlace) {
+    const plan::BufferSizes sz = plan::bufferSizes(p.spec, r);
+    if (input.size() != sz.input * es)
+      throw Error(Status::kInvalidArgument, "harness: rank " + std::to_string(r) + " input has " +
+                                                std::to_string(input.size()) + " bytes");
+    scratch.assign(p.programs[r].scratchElems * es + 64, 0);
+    if (inPlace) {
+      const uint64_t c = p.spec.count;
+      // A rank's share sits at its own offset of the larger buffer.
+      const bool inputInside =
+          p.spec.coll == plan::Collective::kAllGather || p.spec.coll == plan::Collective::kGather;
+      const bool outputInside = p.spec.coll == plan::Collective::kReduceScatter ||
+                                p.spec.coll == plan::Collective::kScatter;
+      inOff = inputInside ? r * c : 0;
+      outOff = outputInside ? r * c : 0;
+      mem.assign(std::max(sz.input + inOff, sz.output + outOff) * es + 64, 0xA5);
+      std::copy(input.begin(), input.end(), mem.begin() + inOff * es);
+      buffers[plan::kInput] = reinterpret_cast<char*>(mem.data() + inOff * es);
+      buffers[plan::kOutput] = reinterpret_cast<char*>(mem.data() + outOff * es);
+    } else {
+      mem = input;
+      mem.resize(input.size() + 64);
+      out.assign(sz.output * es + 64, 0xA5);
+      buffers[plan::kInput] = reinterpret_cast<char*>(mem.data());
+      buffers[plan::kOutput] = reinterpret_cast<char*>(out.data());
+    }
+    buffers[plan::kScratch] = reinterpret_cast<char*>(scratch.data());
+  }
+
+  Bytes output(const plan::Plan& p, int r, size_t es) const {
+    const uint64_t n = plan::bufferSizes(p.spec, r).output * es;
+    const unsigned char* at = out.empty() ? mem.data() + outOff * es : out.data();
+    return Bytes(at, at + n);
+  }
+};
+
+// FIFO memory of every (sender, receiver, channel), made on first use.
+class HostFifos {
+ public:
+  HostFifos(uint32_t slots, uint32_t slotBytes) : slots_(slots), slotBytes_(slotBytes) {}
+  DeviceFifo fifo(int from, int to, int channel) {
+    auto& block = blocks_[std::make_tuple(from, to, channel)];
+    if (!block) block = std::make_unique<Block>(fifoBytes(slots_, slotBytes_));
+    return fifoAt(block->mem, slots_, slotBytes_);
+  }
+
+ private:
+  uint32_t slots_, slotBytes_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Block>> blocks_;
+};
+
+// A rank's state kept from run to run: its lowered plan, FIFO tables and counters.
+struct DeviceRank {
+  DevicePlanBlob blob;
+  std::vector<DeviceFifo> sends, recvs;
+  std::vector<uint64_t> laneDone;
+  uint64_t lanesFinished = 0;
+  uint32_t abort = 0;
+  DeviceStatus status;
+};
+
+// The operator and scalar the communicator hands the host executor for a call's op.
+struct HostOp {
+  RedOp op = RedOp::kSum;
+  Scalar scalar;
+  uint64_t divisor = 0;
+};
+
+HostOp hostOp(const plan::Plan& p, int rank, const RunSetup& s) {
+  HostOp h;
+  h.op = s.op;
+  h.scalar = s.scalar;
+  if (s.op == RedOp::kAvg) {
+    if (isFloating(s.type)) {
+      h.op = RedOp::kPreMulSum;
+      h.scalar = reciprocalScalar(s.type, p.spec.nranks);
+    } else {
+      h.op = RedOp::kSum;
+      const bool hasResult = p.spec.coll != plan::Collective::kReduce || p.spec.root == rank;
+      if (hasResult) h.divisor = static_cast<uint64_t>(p.spec.nranks);
+    }
+  }
+  return h;
+}
+
+// Connections of all ranks for the host executor: one pair block per (low, high, channel).
+class PairFabric {
+ public:
+  PairFabric(int n, uint32_t slots, uint32_t slotBytes) : peers_(n), bells_(n) {
+    for (int r = 0; r < n; ++r) {
+      peers_[r].rank = r;
+      peers_[r].pid = getpid();
+      bells_[r] = std::make_shared<Doorbell>();
+      transport::ConnectContext ctx;
+      ctx.commHash = 0xd1ce;
+      ctx.rank = r;
+      ctx.nranks = n;
+      ctx.peers = &peers_;
+      ctx.bells = &bells_;
+      ctx.slots = slots;
+      ctx.slotBytes = slotBytes;
+      ctx.timeout = std::chrono::milliseconds(20000);
+      ctx_.push_back(ctx);
+    }
+  }
+  transport::Connection* connection(int rank, int peer, int channel) {
+    auto key = std::make_tuple(rank, peer, channel);
+    auto it = conns_.find(key);
+    if (it != conns_.end()) return it->second.get();
+    auto pairKey = std::make_tuple(std::min(rank, peer), std::max(rank, peer), channel);
+    std::shared_ptr<Block>& block = blocks_[pairKey];
+    if (!block) {
+      block = std::make_shared<Block>(transport::pairBytes(ctx_[rank]));
+      transport::pairInit(block->mem, ctx_[rank]);
+    }
+    auto conn = transport::pairConnection(
+        ctx_[rank], peer, block->mem, "test", block, [](std::string*) { return Status::kSuccess; },
+        transport::RemoteMode::kDirect);
+    transport::Connection* raw = conn.get();
+    conns_[key] = std::move(conn);
+    return raw;
+  }
+  Doorbell* bell(int r) { return bells_[r].get(); }
+
+ private:
+  std::vector<transport::PeerInfo> peers_;
+  std::vector<std::shared_ptr<Doorbell>> bells_;
+  std::vector<transport::ConnectContext> ctx_;
+  std::map<std::tuple<int, int, int>, std::shared_ptr<Block>> blocks_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<transport::Connection>> conns_;
+};
+
+class RankConnections : public exec::ConnectionSource {
+ public:
+  RankConnections(PairFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
+  transport::Connection* connection(int peer, int channel) override {
+    return fabric_->connection(rank_, peer, channel);
+  }
+
+ private:
+  PairFabric* fabric_;
+  int rank_;
+};
+
+}  // namespace
+
+std::string describe(const DeviceStatus& s) {
+  static const char* const kErrors[] = {"none", "aborted", "timeout", "mismatch", "bad args"};
+  static const char* const kWaits[] = {"nothing", "a dependency", "a send slot", "a message"};
+  return std::string(s.error < 5 ? kErrors[s.error] : "?") + " in lane " + std::to_string(s.lane) +
+         " step " + std::to_string(s.step) + " waiting for " +
+         (s.waitingOn < 4 ? kWaits[s.waitingOn] : "?") + " (peer/lane " + std::to_string(s.peer) +
+         ", expected " + std::to_string(s.expectedBytes) + " bytes, got " +
+         std::to_string(s.gotBytes) + ")";
+}
+
+std::vector<Bytes> runDeviceInterpreter(const plan::Plan& p, const std::vector<Bytes>& inputs,
+                                        const RunSetup& setup) {
+  const int n = p.spec.nranks;
+  const size_t es = dataTypeSize(setup.type);
+  HostFifos fifos(setup.slots, setup.slotBytes);
+  std::vector<DeviceRank> ranks(n);
+  const DeviceCall call{setup.type, setup.op, setup.scalar, setup.slotBytes};
+  for (int r = 0; r < n; ++r) {
+    DeviceRank& dr = ranks[r];
+    dr.blob = lowerForDevice(p.programs[r], p.spec, r, call);
+    const DevicePlan* dp = dr.blob.plan();
+    for (uint32_t k = 0; k < dp->sendLinks; ++k)
+      dr.sends.push_back(fifos.fifo(r, sendLinksOf(dp)[k].peer, sendLinksOf(dp)[k].channel));
+    for (uint32_t k = 0; k < dp->recvLinks; ++k)
+      dr.recvs.push_back(fifos.fifo(recvLinksOf(dp)[k].peer, r, recvLinksOf(dp)[k].channel));
+    dr.laneDone.assign(dp->lanes, 0);
+  }
+  std::vector<Bytes> result;
+  for (int run = 1; run <= setup.runs; ++run) {
+    std::vector<std::unique_ptr<RankMemory>> memory;
+    std::vector<DeviceRunArgs> args(n);
+    for (int r = 0; r < n; ++r) {
+      memory.push_back(std::make_unique<RankMemory>(p, r, inputs[r], es, setup.inPlace));
+      DeviceRank& dr = ranks[r];
+      DeviceRunArgs& a = args[r];
+      a.plan = dr.blob.plan();
+      for (int b = 0; b < 3; ++b) a.buffers[b] = memory[r]->buffers[b];
+      a.sendFifos = dr.sends.data();
+      a.recvFifos = dr.recvs.data();
+      a.laneDone = dr.laneDone.data();
+      a.lanesFinished = &dr.lanesFinished;
+      a.epoch = static_cast<uint32_t>(run);
+      a.abort = &dr.abort;
+      a.status = &dr.status;
+      a.timeoutNs = setup.timeoutNs;
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      for (uint32_t l = 0; l < args[r].plan->lanes; ++l)
+        threads.emplace_back([&args, r, l] {
+          LaneShared shared{};
+          runLane(args[r], l, 0, 1, shared);
+        });
+    for (auto& t : threads) t.join();
+    std::vector<Bytes> outputs;
+    for (int r = 0; r < n; ++r) {
+      if (ranks[r].status.error != 0)
+        throw Error(Status::kInternalError, "device run " + std::to_string(run) + ", rank " +
+                                                std::to_string(r) + ": " +
+                                                describe(ranks[r].status));
+      outputs.push_back(memory[r]->output(p, r, es));
+    }
+    if (run > 1 && outputs != result)
+      throw Error(Status::kInternalError,
+                  "device run " + std::to_string(run) + " differs from run 1 over the same FIFOs");
+    result = std::move(outputs);
+  }
+  return result;
+}
+
+std::vector<Bytes> runHostExecutor(const plan::Plan& p, const std::vector<Bytes>& inputs,
+                                   const RunSetup& setup) {
+  const int n = p.spec.nranks;
+  const size_t es = dataTypeSize(setup.type);
+  auto shared = std::make_shared<const plan::Plan>(p);
+  PairFabric fabric(n, setup.slots, setup.slotBytes);
+  std::vector<std::unique_ptr<RankConnections>> sources;
+  std::vector<std::unique_ptr<RankMemory>> memory;
+  std::vector<exec::Task> tasks(n);
+  std::vector<HostOp> ops;
+  std::atomic<bool> abort{false};
+  for (int r = 0; r < n; ++r) {
+    memory.push_back(std::make_unique<RankMemory>(p, r, inputs[r], es, setup.inPlace));
+    sources.push_back(std::make_unique<RankConnections>(&fabric, r));
+    ops.push_back(hostOp(p, r, setup));
+    exec::Work w;
+    w.plan = shared;
+    w.program = &shared->programs[r];
+    w.rank = r;
+    w.type = setup.type;
+    w.op = ops[r].op;
+    w.scalar = ops[r].scalar;
+    w.conns = sources.back().get();
+    w.abort = &abort;
+    w.laneTags.assign(w.program->lanes.size(), 7);
+    w.buffers.assign(memory[r]->buffers, memory[r]->buffers + 3);
+    tasks[r].units.push_back(std::move(w));
+    tasks[r].bell = fabric.bell(r);
+  }
+  const exec::RunResult res = exec::run(tasks, std::chrono::milliseconds(20000));
+  if (res.status != Status::kSuccess)
+    throw Error(res.status,
+                "host executor: task " + std::to_string(res.failedTask) + ": " + res.message);
+  std::vector<Bytes> outputs;
+  for (int r = 0; r < n; ++r) {
+    if (ops[r].divisor > 1)
+      divideElements(setup.type, memory[r]->buffers[plan::kOutput], p.spec.count, ops[r].divisor);
+    outputs.push_back(memory[r]->output(p, r, es));
+  }
+  return outputs;
+}
+
+}  // namespace weft::cuda::test
