@@ -69,12 +69,10 @@ void Driver::initRanks(std::vector<RankRes*>& ranks) {
   PERF_NCCL(ncclGroupEnd());
 }
 
-char* Driver::hostSide(RankRes& r, const char* p) const {
+char* Driver::hostSide(RankRes& r, const char* p, bool inRecv) const {
   if (!dev_) return const_cast<char*>(p);
-  const auto at = reinterpret_cast<uintptr_t>(p);
-  const auto recv = reinterpret_cast<uintptr_t>(r.recvAlloc);
-  if (at >= recv && at <= recv + allocBytes_) return r.recvHost.data() + (at - recv);
-  return r.sendHost.data() + (at - reinterpret_cast<uintptr_t>(r.sendAlloc));
+  const char* base = inRecv ? r.recvAlloc : r.sendAlloc;
+  return (inRecv ? r.recvHost : r.sendHost).data() + (p - base);
 }
 
 void Driver::setup(Worker& w) {

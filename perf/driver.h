@@ -129,9 +129,9 @@ class Driver {
   // report) on host scratch: the rank's host stream, or on device memory the null stream (a
   // blocking call on host memory; a CUDA stream takes device memory only).
   cudaStream_t controlStream(const RankRes& r) const { return dev_ ? nullptr : r.stream; }
-  // Where the data check reads and writes `p` (a pointer into r's buffers): p itself on host
-  // memory, the same offset in r's host copies on device memory.
-  char* hostSide(RankRes& r, const char* p) const;
+  // Where the data check reads and writes `p`, a pointer into r's receive buffer (inRecv) or
+  // send buffer: p itself on host memory, the same offset in r's host copy on device memory.
+  char* hostSide(RankRes& r, const char* p, bool inRecv) const;
   void touch(Worker& w) const {
     if (opt_.timeout > 0)
       w.beats.store(w.beats.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

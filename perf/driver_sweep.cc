@@ -92,8 +92,8 @@ void Driver::initData(Worker& w, const Shape& s, bool inPlace, const ValueModel&
     }
     char* sendPtr =
         inPlace ? recvBase + s.c.sendInPlaceOffset * ts * rank : r.sendAlloc + s.unalignBytes;
-    char* recvHost = hostSide(r, recvBase);
-    char* sendHost = hostSide(r, sendPtr);
+    char* recvHost = hostSide(r, recvBase, true);
+    char* sendHost = hostSide(r, sendPtr, inPlace);
     std::memset(recvHost, 0, zeroElems * ts);
     DataView v = view(r, s, inPlace, &vm);
     for (size_t i = 0; i < s.c.send; ++i) {
@@ -116,7 +116,7 @@ int64_t Driver::checkData(Worker& w, RankRes& r, const Shape& s, bool inPlace,
   const size_t ts = s.typeSize;
   const char* recvBuffer = r.recvAlloc + s.unalignBytes +
                            (inPlace ? s.c.recvInPlaceOffset * ts * static_cast<size_t>(r.rank) : 0);
-  char* recv = hostSide(r, recvBuffer);
+  char* recv = hostSide(r, recvBuffer, true);
   if (dev_) {
     bindDevice(w, r);
     dev_->toHost(recv, recvBuffer, s.c.recv * ts);
