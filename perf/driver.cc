@@ -20,7 +20,11 @@
 namespace weft::perf {
 namespace {
 
+// The device report's record per rank: rank, pid and GPU ordinal, the GPU's PCI bus id, then
+// the host's name.
 constexpr size_t kInfoBytes = 128;
+constexpr size_t kInfoBusOffset = 3 * sizeof(int32_t);
+constexpr size_t kInfoHostOffset = 32;
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -49,6 +53,7 @@ void Driver::printHeader(int libVersion) const {
     std::printf("# Blocking Enabled: wait for completion and barrier after each iteration \n");
   if (o.parallelInit)
     std::printf("# Parallel Init Enabled: threads call into NcclInitRank concurrently \n");
+  std::printf("# %s\n", memoryLine_.c_str());
   for (const std::string& n : o.notes) std::printf("# Note: %s\n", n.c_str());
   std::printf("#\n");
   std::fflush(stdout);
@@ -57,21 +62,42 @@ void Driver::printHeader(int libVersion) const {
 void Driver::initRanks(std::vector<RankRes*>& ranks) {
   PERF_NCCL(ncclGroupStart());
   for (RankRes* r : ranks) {
+    if (dev_) dev_->use(r->device);  // the communicator's GPU is the current one, as in NCCL
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     PERF_NCCL(ncclCommInitRankConfig(&r->comm, nranks_, id_, r->rank, &config));
   }
   PERF_NCCL(ncclGroupEnd());
 }
 
+char* Driver::hostSide(RankRes& r, const char* p, bool inRecv) const {
+  if (!dev_) return const_cast<char*>(p);
+  const char* base = inRecv ? r.recvAlloc : r.sendAlloc;
+  return (inRecv ? r.recvHost : r.sendHost).data() + (p - base);
+}
+
 void Driver::setup(Worker& w) {
   for (RankRes& r : w.ranks) {
-    PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.sendAlloc), allocBytes_));
-    PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recvAlloc), allocBytes_));
+    if (dev_) {
+      bindDevice(w, r);
+      r.sendAlloc = static_cast<char*>(dev_->alloc(allocBytes_));
+      r.recvAlloc = static_cast<char*>(dev_->alloc(allocBytes_));
+      r.sendHost.assign(allocBytes_, 0);
+      r.recvHost.assign(allocBytes_, 0);
+      r.start = dev_->createEvent();
+      r.stop = dev_->createEvent();
+    } else {
+      PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.sendAlloc), allocBytes_));
+      PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recvAlloc), allocBytes_));
+    }
     if (opt_.registerMode == 1) {
       PERF_NCCL(ncclCommRegister(r.comm, r.sendAlloc, allocBytes_, &r.sendReg));
       PERF_NCCL(ncclCommRegister(r.comm, r.recvAlloc, allocBytes_, &r.recvReg));
     }
-    if (!opt_.streamNull) PERF_NCCL(weftStreamCreate(&r.stream));
+    if (opt_.streamNull) continue;
+    if (dev_)
+      r.stream = dev_->createStream();
+    else
+      PERF_NCCL(weftStreamCreate(&r.stream));
   }
   if (opt_.registerMode == 2) {
     // Window registration is collective: one group for the ranks of this thread.
@@ -88,7 +114,15 @@ void Driver::setup(Worker& w) {
 
 void Driver::teardown(Worker& w) {
   for (RankRes& r : w.ranks) {
-    if (r.stream) PERF_NCCL(weftStreamDestroy(r.stream));
+    if (dev_) {
+      bindDevice(w, r);
+      dev_->destroyStream(r.stream);
+      dev_->destroyEvent(r.start);
+      dev_->destroyEvent(r.stop);
+      r.start = r.stop = nullptr;
+    } else if (r.stream) {
+      PERF_NCCL(weftStreamDestroy(r.stream));
+    }
     r.stream = nullptr;
   }
   if (opt_.registerMode == 2) {
@@ -102,16 +136,28 @@ void Driver::teardown(Worker& w) {
   for (RankRes& r : w.ranks) {
     if (r.sendReg) PERF_NCCL(ncclCommDeregister(r.comm, r.sendReg));
     if (r.recvReg) PERF_NCCL(ncclCommDeregister(r.comm, r.recvReg));
-    PERF_NCCL(ncclMemFree(r.sendAlloc));
-    PERF_NCCL(ncclMemFree(r.recvAlloc));
+    if (dev_) {
+      bindDevice(w, r);
+      dev_->release(r.sendAlloc);
+      dev_->release(r.recvAlloc);
+    } else {
+      PERF_NCCL(ncclMemFree(r.sendAlloc));
+      PERF_NCCL(ncclMemFree(r.recvAlloc));
+    }
     PERF_NCCL(ncclCommDestroy(r.comm));
     r.comm = nullptr;
   }
 }
 
 void Driver::complete(Worker& w) {
-  for (RankRes& r : w.ranks)
-    if (r.stream) PERF_NCCL(weftStreamSynchronize(r.stream));
+  for (RankRes& r : w.ranks) {
+    if (dev_) {
+      bindDevice(w, r);
+      dev_->synchronize(r.stream);  // null: the legacy default stream
+    } else if (r.stream) {
+      PERF_NCCL(weftStreamSynchronize(r.stream));
+    }
+  }
   for (RankRes& r : w.ranks) {
     ncclResult_t async = ncclSuccess;
     PERF_NCCL(ncclCommGetAsyncError(r.comm, &async));
@@ -149,16 +195,19 @@ void Driver::deviceReport(Worker& w) {
   for (RankRes& r : w.ranks) {
     r.info.assign(kInfoBytes, 0);
     r.infoAll.assign(kInfoBytes * static_cast<size_t>(nranks_), 0);
-    int32_t fields[2] = {r.rank, static_cast<int32_t>(::getpid())};
+    int32_t fields[3] = {r.rank, static_cast<int32_t>(::getpid()), r.device};
     std::memcpy(r.info.data(), fields, sizeof fields);
-    std::snprintf(reinterpret_cast<char*>(r.info.data()) + sizeof fields,
-                  kInfoBytes - sizeof fields, "%s", hostName().c_str());
+    char* text = reinterpret_cast<char*>(r.info.data());
+    if (dev_)
+      std::snprintf(text + kInfoBusOffset, kInfoHostOffset - kInfoBusOffset, "%s",
+                    dev_->busId(r.device).c_str());
+    std::snprintf(text + kInfoHostOffset, kInfoBytes - kInfoHostOffset, "%s", hostName().c_str());
   }
   const bool group = w.ranks.size() > 1;
   if (group) PERF_NCCL(ncclGroupStart());
   for (RankRes& r : w.ranks)
-    PERF_NCCL(
-        ncclAllGather(r.info.data(), r.infoAll.data(), kInfoBytes, ncclUint8, r.comm, r.stream));
+    PERF_NCCL(ncclAllGather(r.info.data(), r.infoAll.data(), kInfoBytes, ncclUint8, r.comm,
+                            controlStream(r)));
   if (group) PERF_NCCL(ncclGroupEnd());
   complete(w);
   if (!w.prints) return;
@@ -166,12 +215,19 @@ void Driver::deviceReport(Worker& w) {
   const unsigned char* all = w.ranks.front().infoAll.data();
   for (int i = 0; i < nranks_; ++i) {
     const unsigned char* rec = all + static_cast<size_t>(i) * kInfoBytes;
-    int32_t fields[2];
+    int32_t fields[3];
     std::memcpy(fields, rec, sizeof fields);
-    char host[kInfoBytes];
-    std::memcpy(host, rec + sizeof fields, kInfoBytes - sizeof fields);
-    host[kInfoBytes - sizeof fields - 1] = '\0';
-    std::printf("#  Rank %2d Group %2d Pid %6d on %10s cpu\n", fields[0], 0, fields[1], host);
+    char bus[kInfoHostOffset - kInfoBusOffset];
+    std::memcpy(bus, rec + kInfoBusOffset, sizeof bus);
+    bus[sizeof bus - 1] = '\0';
+    char host[kInfoBytes - kInfoHostOffset];
+    std::memcpy(host, rec + kInfoHostOffset, sizeof host);
+    host[sizeof host - 1] = '\0';
+    if (fields[2] < 0)
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s cpu\n", fields[0], 0, fields[1], host);
+    else
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d%s%s%s\n", fields[0], 0,
+                  fields[1], host, fields[2], *bus ? " [" : "", bus, *bus ? "]" : "");
   }
   std::fflush(stdout);
 }
@@ -237,10 +293,27 @@ void Driver::watchdog() {
   }
 }
 
+void Driver::chooseMemory() {
+  if (opt_.hostMemory) {
+    memoryLine_ = "Buffers in host memory (--host)";
+    return;
+  }
+  std::string why;
+  dev_ = DeviceRuntime::open(&why);
+  if (!dev_) {
+    memoryLine_ = "Buffers in host memory (" + why + ")";
+    return;
+  }
+  memoryLine_ = "Buffers in device memory (cuMemAlloc), timed with CUDA events; CUDA driver " +
+                std::to_string(dev_->driverVersion()) + ", " + std::to_string(dev_->deviceCount()) +
+                " device(s)";
+}
+
 int Driver::run() {
   int libVersion = 0;
   PERF_NCCL(ncclGetVersion(&libVersion));
   const bool mainProcess = world_.index == 0;
+  chooseMemory();
   if (mainProcess) printHeader(libVersion);
 
   if (coll_.rooted() && opt_.root >= nranks_) {
@@ -287,6 +360,12 @@ int Driver::run() {
     die(e.what());
   }
 
+  // nccl-tests' device choice: NCCL_TESTS_DEVICE for the process's first rank, else one GPU
+  // per rank of the host in order (modulo the device count here).
+  const int perProcess = opt_.nThreads * opt_.nGpus;
+  int firstDevice = localRankFromEnv(world_.index) * perProcess;
+  if (const char* d = std::getenv("NCCL_TESTS_DEVICE"); d && *d) firstDevice = std::atoi(d);
+  if (firstDevice < 0) firstDevice = 0;
   for (int t = 0; t < opt_.nThreads; ++t) {
     auto w = std::make_unique<Worker>();
     w->index = t;
@@ -294,6 +373,10 @@ int Driver::run() {
     for (int g = 0; g < opt_.nGpus; ++g) {
       RankRes r;
       r.rank = (world_.index * opt_.nThreads + t) * opt_.nGpus + g;
+      if (dev_) {
+        r.device = dev_->ordinalFor(firstDevice, t * opt_.nGpus + g);
+        dev_->retain(r.device);
+      }
       w->ranks.push_back(std::move(r));
     }
     workers_.push_back(std::move(w));

@@ -13,6 +13,7 @@
 
 #include "nccl.h"
 #include "perf/common.h"
+#include "perf/device.h"
 #include "perf/options.h"
 #include "perf/values.h"
 #include "perf/world.h"
@@ -32,10 +33,17 @@ void ncclCheck(ncclResult_t r, const char* what, const char* file, int line);
 // One rank this thread drives.
 struct RankRes {
   int rank = 0;
+  int device = -1;  // the GPU's ordinal on device memory, -1 on host memory
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
-  char* sendAlloc = nullptr;
+  char* sendAlloc = nullptr;  // device pointers on device memory
   char* recvAlloc = nullptr;
+  // On device memory: host copies of the buffers, where the data check writes inputs and reads
+  // results (copied over with cuMemcpyHtoD / cuMemcpyDtoH).
+  std::vector<char> sendHost;
+  std::vector<char> recvHost;
+  DeviceRuntime::Event start = nullptr;  // CUDA events around the timed iterations
+  DeviceRuntime::Event stop = nullptr;
   void* sendReg = nullptr;
   void* recvReg = nullptr;
   ncclWindow_t sendWin = nullptr;
@@ -58,6 +66,7 @@ struct Worker {
   double bwSum = 0;
   int bwCount = 0;
   int errors = 0;
+  int currentDevice = -1;  // whose context is current on this thread (device memory)
 };
 
 // The sizes of one call of the sweep.
@@ -82,6 +91,8 @@ class Driver {
   int run();
 
  private:
+  // Device memory when the CUDA driver sees a GPU and --host is not given (dev_), else host.
+  void chooseMemory();
   void printHeader(int libVersion) const;
   void initRanks(std::vector<RankRes*>& ranks);
   void setup(Worker& w);
@@ -106,8 +117,21 @@ class Driver {
   double combineTime(Worker& w, double sec);
   DataView view(const RankRes& r, const Shape& s, bool inPlace, const ValueModel* vm) const;
   void initData(Worker& w, const Shape& s, bool inPlace, const ValueModel& vm);
-  int64_t checkData(Worker& w, const RankRes& r, const Shape& s, bool inPlace,
-                    const ValueModel& vm);
+  int64_t checkData(Worker& w, RankRes& r, const Shape& s, bool inPlace, const ValueModel& vm);
+  // Device memory: makes r's GPU current on this thread (cudaSetDevice) when it is not.
+  void bindDevice(Worker& w, const RankRes& r) const {
+    if (dev_ && w.currentDevice != r.device) {
+      dev_->use(r.device);
+      w.currentDevice = r.device;
+    }
+  }
+  // The stream of the tools' own control calls (barriers, time and error sums, the device
+  // report) on host scratch: the rank's host stream, or on device memory the null stream (a
+  // blocking call on host memory; a CUDA stream takes device memory only).
+  cudaStream_t controlStream(const RankRes& r) const { return dev_ ? nullptr : r.stream; }
+  // Where the data check reads and writes `p`, a pointer into r's receive buffer (inRecv) or
+  // send buffer: p itself on host memory, the same offset in r's host copy on device memory.
+  char* hostSide(RankRes& r, const char* p, bool inRecv) const;
   void touch(Worker& w) const {
     if (opt_.timeout > 0)
       w.beats.store(w.beats.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -126,6 +150,8 @@ class Driver {
   size_t bufBytes_ = 0;    // per buffer, before unalignment
   size_t allocBytes_ = 0;  // per buffer, as allocated
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::unique_ptr<DeviceRuntime> dev_;  // null: host memory
+  std::string memoryLine_;              // the header's line on which memory the run uses
   std::atomic<bool> finished_{false};
 };
 
@@ -139,7 +165,7 @@ T Driver::allReduce(Worker& w, F valueOf, ncclDataType_t type, ncclRedOp_t op) {
   const bool group = w.ranks.size() > 1;
   if (group) PERF_NCCL(ncclGroupStart());
   for (RankRes& r : w.ranks)
-    PERF_NCCL(ncclAllReduce(r.scratch, r.scratch, 1, type, op, r.comm, r.stream));
+    PERF_NCCL(ncclAllReduce(r.scratch, r.scratch, 1, type, op, r.comm, controlStream(r)));
   if (group) PERF_NCCL(ncclGroupEnd());
   complete(w);
   T out;

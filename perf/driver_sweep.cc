@@ -45,6 +45,7 @@ void Driver::startColl(Worker& w, const Shape& s, bool inPlace, int first, int c
       const size_t iter = static_cast<size_t>(first + call);
       const size_t shift = (s.steps > 1 ? s.totalBytes * (iter % s.steps) : 0) + s.unalignBytes;
       for (RankRes& r : w.ranks) {
+        bindDevice(w, r);
         const CallBuffers b = callBuffers(r, s, inPlace, shift);
         PERF_NCCL(coll_.runRound(round, b.send, b.recv, s.c.param, s.type, r.op, s.root, r.comm,
                                  r.stream));
@@ -89,23 +90,38 @@ void Driver::initData(Worker& w, const Shape& s, bool inPlace, const ValueModel&
       zeroElems = std::max(s.c.sendInPlaceOffset * rank + s.c.send,
                            s.c.recvInPlaceOffset * rank + s.c.recv);
     }
-    std::memset(recvBase, 0, zeroElems * ts);
     char* sendPtr =
         inPlace ? recvBase + s.c.sendInPlaceOffset * ts * rank : r.sendAlloc + s.unalignBytes;
+    char* recvHost = hostSide(r, recvBase, true);
+    char* sendHost = hostSide(r, sendPtr, inPlace);
+    std::memset(recvHost, 0, zeroElems * ts);
     DataView v = view(r, s, inPlace, &vm);
     for (size_t i = 0; i < s.c.send; ++i) {
-      storeValue(s.type, sendPtr, i, coll_.input(v, i));
+      storeValue(s.type, sendHost, i, coll_.input(v, i));
       if ((i & 0xFFFFF) == 0xFFFFF) touch(w);
+    }
+    if (dev_) {
+      // In place, the send region lies inside the receive region copied here.
+      bindDevice(w, r);
+      dev_->toDevice(recvBase, recvHost, zeroElems * ts);
+      if (!inPlace) dev_->toDevice(sendPtr, sendHost, s.c.send * ts);
+      touch(w);
     }
   }
 }
 
-int64_t Driver::checkData(Worker& w, const RankRes& r, const Shape& s, bool inPlace,
+int64_t Driver::checkData(Worker& w, RankRes& r, const Shape& s, bool inPlace,
                           const ValueModel& vm) {
   static const bool debug = std::getenv("WEFT_PERF_DEBUG") != nullptr;
   const size_t ts = s.typeSize;
-  const char* recv = r.recvAlloc + s.unalignBytes +
-                     (inPlace ? s.c.recvInPlaceOffset * ts * static_cast<size_t>(r.rank) : 0);
+  const char* recvBuffer = r.recvAlloc + s.unalignBytes +
+                           (inPlace ? s.c.recvInPlaceOffset * ts * static_cast<size_t>(r.rank) : 0);
+  char* recv = hostSide(r, recvBuffer, true);
+  if (dev_) {
+    bindDevice(w, r);
+    dev_->toHost(recv, recvBuffer, s.c.recv * ts);
+    touch(w);
+  }
   DataView v = view(r, s, inPlace, &vm);
   int64_t wrong = 0;
   for (size_t k = 0; k < s.c.recv; ++k) {
@@ -139,6 +155,15 @@ void Driver::benchTime(Worker& w, const Shape& s, bool inPlace) {
                      s.steps <= 1 && opt_.blocking == 0;
   const RankRes& r0 = w.ranks.front();
   const CallBuffers b0 = callBuffers(r0, s, inPlace, s.unalignBytes);
+  if (dev_) {
+    // On device memory the time is the streams' (CUDA events around the iterations), as
+    // nccl-tests takes it: the slowest of this thread's ranks.
+    for (RankRes& r : w.ranks) {
+      bindDevice(w, r);
+      dev_->record(r.start, r.stream);
+    }
+    bindDevice(w, r0);
+  }
   const auto start = Clock::now();
   if (plain) {
     for (int iter = 0; iter < opt_.iters; ++iter) {
@@ -157,8 +182,22 @@ void Driver::benchTime(Worker& w, const Shape& s, bool inPlace) {
   }
   const double calls = static_cast<double>(opt_.iters) * agg;
   const double cpuSec = seconds(start) / calls;
+  if (dev_) {
+    for (RankRes& r : w.ranks) {
+      bindDevice(w, r);
+      dev_->record(r.stop, r.stream);
+    }
+  }
   complete(w);
   double sec = seconds(start) / calls;
+  if (dev_) {
+    double ms = 0;
+    for (RankRes& r : w.ranks) {
+      bindDevice(w, r);
+      ms = std::max(ms, dev_->elapsedMs(r.start, r.stop));
+    }
+    sec = ms / 1.0e3 / calls;
+  }
   sec = combineTime(w, sec);
 
   const double shownSec = opt_.reportCpu ? cpuSec : sec;

@@ -10,6 +10,9 @@
 namespace weft::perf {
 namespace {
 
+// getopt's value for the long-only --host (outside the range of short options).
+constexpr int kHostFlag = 256;
+
 // A size with an optional K/M/G suffix (binary units), as nccl-tests reads -b/-e.
 bool parseSize(const char* s, size_t* out) {
   char* end = nullptr;
@@ -67,14 +70,18 @@ void usage(const char* program) {
       "\t[-r,--root <root rank/all>] (0)\n"
       "\t[-z,--blocking <0 async, 1 wait+barrier per call, 2 wait per call, 3 wait+barrier per "
       "iteration>] (0)\n"
-      "\t[-y,--stream_null <0 Weft host stream per rank, 1 NULL stream (blocking calls)>] (0)\n"
+      "\t[-y,--stream_null <0 a stream per rank (CUDA stream on device memory, else a Weft host\n"
+      "\t                   stream), 1 NULL stream>] (0)\n"
       "\t[-T,--timeout <seconds before the test fails, 0 = none>] (0)\n"
       "\t[-C,--report_cputime <0/1>] (0)\n"
       "\t[-a,--average <0 rank0, 1 avg, 2 min, 3 max>] (1)\n"
       "\t[-R,--local_register <0 none, 1 ncclCommRegister, 2 symmetric window>] (0)\n"
       "\t[-u,--unalign <misalign buffers by N elements>] (0)\n"
-      "\t[-G,--cudagraph <n>] accepted, ignored: no CUDA graphs in host mode\n"
-      "\t[-D,--device_implementation <n>] accepted, ignored: no device API in host mode\n"
+      "\t[--host] host buffers and host timing even where a GPU is present (default: device\n"
+      "\t         buffers and CUDA event timing when the CUDA driver sees a device; host\n"
+      "\t         buffers otherwise; NCCL_TESTS_DEVICE picks the first rank's GPU)\n"
+      "\t[-G,--cudagraph <n>] accepted, ignored: the Weft perf tests capture no CUDA graphs\n"
+      "\t[-D,--device_implementation <n>] accepted, ignored: no device API kernels\n"
       "\t[-h,--help]\n"
       "Processes: run under weftrun, srun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and\n"
       "MASTER_PORT as torchrun does (or WEFT_ID_FILE, a path all processes reach, for the id).\n",
@@ -115,6 +122,7 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
                                  {"per_iter_skip", required_argument, nullptr, 'K'},
                                  {"output_file", required_argument, nullptr, 'J'},
                                  {"report_timestamps", required_argument, nullptr, 'S'},
+                                 {"host", no_argument, nullptr, kHostFlag},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   auto bad = [&](const char* what, const char* value) {
@@ -216,13 +224,13 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
         if (!parseInt(optarg, &v)) return bad("-G", optarg);
         if (v)
           o->notes.push_back("-G " + std::string(optarg) +
-                             " ignored: CUDA graphs do not exist in host mode");
+                             " ignored: the Weft perf tests capture no CUDA graphs");
         break;
       case 'D':
         if (!parseInt(optarg, &v)) return bad("-D", optarg);
         if (v)
           o->notes.push_back("-D " + std::string(optarg) +
-                             " ignored: no device API kernels in host mode");
+                             " ignored: the Weft perf tests have no device API kernels");
         break;
       case 'x':
       case 'V':
@@ -233,6 +241,9 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
       case 'S':
         o->notes.push_back(std::string("-") + static_cast<char>(c) + " " + optarg +
                            " ignored: not supported by the Weft perf tests");
+        break;
+      case kHostFlag:
+        o->hostMemory = true;
         break;
       case 'h':
         usage(program);

@@ -1,5 +1,5 @@
 // nccl-tests' command line for the perf tools (perf/common.h): the options of one run and their
-// parser. Flags that mean nothing in host mode are accepted and noted in the output's header.
+// parser. Flags the tools do not implement are accepted and noted in the output's header.
 #pragma once
 
 #include <cstddef>
@@ -38,7 +38,8 @@ struct Options {
   int average = 1;
   int registerMode = 0;
   int unalign = 0;
-  std::vector<std::string> notes;  // "# ..." lines for flags that mean nothing in host mode
+  bool hostMemory = false;         // --host: host buffers even where a GPU is present
+  std::vector<std::string> notes;  // "# ..." lines for flags the tools do not implement
 };
 
 // Parses argv into *o, printing the usage for -h or an unknown flag and a message for a bad value.

@@ -51,9 +51,13 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuMemGetAddressRange_v2"}, &api->memGetAddressRange);
   bindOptional(h, {"cuMemAlloc_v2"}, &api->memAlloc);
   bindOptional(h, {"cuMemFree_v2"}, &api->memFree);
+  bindOptional(h, {"cuMemcpyHtoD_v2"}, &api->memcpyHtoD);
+  bindOptional(h, {"cuMemcpyDtoH_v2"}, &api->memcpyDtoH);
   bindOptional(h, {"cuIpcGetMemHandle"}, &api->ipcGetMemHandle);
   bindOptional(h, {"cuIpcOpenMemHandle_v2"}, &api->ipcOpenMemHandle);
   bindOptional(h, {"cuIpcCloseMemHandle"}, &api->ipcCloseMemHandle);
+  bindOptional(h, {"cuStreamCreate"}, &api->streamCreate);
+  bindOptional(h, {"cuStreamDestroy_v2", "cuStreamDestroy"}, &api->streamDestroy);
   bindOptional(h, {"cuStreamQuery"}, &api->streamQuery);
   bindOptional(h, {"cuStreamSynchronize"}, &api->streamSynchronize);
   bindOptional(h, {"cuStreamWaitEvent"}, &api->streamWaitEvent);
@@ -63,6 +67,7 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuEventQuery"}, &api->eventQuery);
   bindOptional(h, {"cuEventSynchronize"}, &api->eventSynchronize);
   bindOptional(h, {"cuEventDestroy_v2", "cuEventDestroy"}, &api->eventDestroy);
+  bindOptional(h, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}, &api->eventElapsedTime);
   bindOptional(h, {"cuMemHostAlloc"}, &api->memHostAlloc);
   bindOptional(h, {"cuMemFreeHost"}, &api->memFreeHost);
   bindOptional(h, {"cuMemHostGetDevicePointer_v2"}, &api->memHostGetDevicePointer);

@@ -67,6 +67,8 @@ inline constexpr int kCuMemAllocGranularityRecommended = 0x1;
 inline constexpr unsigned kCuIpcMemLazyEnablePeerAccess =
     0x1;                                                // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
 inline constexpr unsigned kCuEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
+inline constexpr unsigned kCuEventDefault = 0x0;        // CU_EVENT_DEFAULT
+inline constexpr unsigned kCuStreamNonBlocking = 0x1;   // CU_STREAM_NON_BLOCKING
 inline constexpr size_t kCuIpcHandleSize = 64;          // CU_IPC_HANDLE_SIZE
 
 using CuDevice = int;                       // CUdevice
@@ -150,6 +152,10 @@ struct DriverApi {
   // Plain device memory, where the device lacks cuMem (cudaMalloc's kind).
   CuResult (*memAlloc)(CuDevicePtr* ptr, size_t bytes) = nullptr;  // cuMemAlloc_v2
   CuResult (*memFree)(CuDevicePtr ptr) = nullptr;                  // cuMemFree_v2
+  // Synchronous copies (ordered after the legacy default stream's work), as cudaMemcpy.
+  CuResult (*memcpyHtoD)(CuDevicePtr dst, const void* src,
+                         size_t bytes) = nullptr;                              // cuMemcpyHtoD_v2
+  CuResult (*memcpyDtoH)(void* dst, CuDevicePtr src, size_t bytes) = nullptr;  // cuMemcpyDtoH_v2
 
   // Legacy IPC (cudaMalloc memory).
   CuResult (*ipcGetMemHandle)(CuIpcMemHandle* handle, CuDevicePtr ptr) = nullptr;
@@ -158,6 +164,8 @@ struct DriverApi {
   CuResult (*ipcCloseMemHandle)(CuDevicePtr ptr) = nullptr;
 
   // Streams and events.
+  CuResult (*streamCreate)(CuStream* stream, unsigned flags) = nullptr;
+  CuResult (*streamDestroy)(CuStream stream) = nullptr;  // cuStreamDestroy_v2
   CuResult (*streamQuery)(CuStream stream) = nullptr;
   CuResult (*streamSynchronize)(CuStream stream) = nullptr;
   CuResult (*streamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
@@ -167,6 +175,8 @@ struct DriverApi {
   CuResult (*eventQuery)(CuEvent event) = nullptr;
   CuResult (*eventSynchronize)(CuEvent event) = nullptr;
   CuResult (*eventDestroy)(CuEvent event) = nullptr;  // cuEventDestroy_v2
+  CuResult (*eventElapsedTime)(float* milliseconds, CuEvent start,
+                               CuEvent end) = nullptr;  // cuEventElapsedTime_v2
 
   // Calls on device memory staged through pinned host memory, in stream order.
   CuResult (*memHostAlloc)(void** ptr, size_t bytes, unsigned flags) = nullptr;

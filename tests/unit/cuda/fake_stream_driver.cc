@@ -4,6 +4,9 @@
 // their operations in order on a thread each, as a GPU runs a stream: copies, host functions,
 // 32-bit waits and writes on pinned memory, and test "kernels" (weftFakeLaunch). A stream can
 // capture its operations into a graph and the graph be launched again, as CUDA graphs are.
+// What a program using the driver API itself needs (the perf tools) is there too: a primary
+// context, cuMemAlloc'd device memory, synchronous copies, streams it creates, and events whose
+// elapsed time comes from a steady clock read when the stream reaches them.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -28,6 +31,12 @@ using Op = std::function<void()>;
 constexpr CuResult kSuccess = 0;
 constexpr CuResult kInvalidValue = 1;
 constexpr CuResult kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
+constexpr CuResult kOutOfMemory = 2;
+constexpr CuResult kInvalidDevice = 101;
+constexpr CuResult kNotReady = 600;
+constexpr CuResult kUnknown = 999;  // CUDA_ERROR_UNKNOWN: a wait that ran past its limit
+// A stream or event wait gives up after this long (a hung test fails instead of hanging).
+constexpr std::chrono::seconds kWaitLimit{300};
 constexpr int kAttrMemoryType = 2, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
 
@@ -78,7 +87,22 @@ struct Stream {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return ops.empty() && !busy; });
   }
+  bool synchronizeFor(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, limit, [&] { return ops.empty() && !busy; });
+  }
 };
+
+// An event: the time its stream reached it, once it has.
+struct Event {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reached = true;  // an event never recorded counts as complete, as in CUDA
+  std::chrono::steady_clock::time_point at{};
+};
+
+// The primary context's handle: any non-null value the fake recognises.
+int primaryContext;
 
 struct Graph {
   std::vector<Op> ops;
@@ -185,6 +209,105 @@ FAKE_EXPORT CuResult cuStreamIsCapturing(void* stream, int* status) {
   Stream* s = streamOf(stream);
   std::lock_guard<std::mutex> lock(s->mu);
   *status = s->capturing ? 1 : 0;
+  return kSuccess;
+}
+
+// A program's own device memory, copies, streams and events (the perf tools).
+FAKE_EXPORT CuResult cuDeviceGet(int* device, int ordinal) {
+  if (ordinal != 0) return kInvalidDevice;
+  *device = 0;
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuDevicePrimaryCtxRetain(void** context, int device) {
+  if (device != 0) return kInvalidDevice;
+  *context = &primaryContext;
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuDevicePrimaryCtxRelease_v2(int device) {
+  return device == 0 ? kSuccess : kInvalidDevice;
+}
+FAKE_EXPORT CuResult cuCtxSetCurrent(void* context) {
+  return context == nullptr || context == &primaryContext ? kSuccess : kInvalidValue;
+}
+FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes);
+FAKE_EXPORT void weftFakeDeviceFree(void* p);
+FAKE_EXPORT CuResult cuMemAlloc_v2(CuDevicePtr* ptr, size_t bytes) {
+  if (bytes == 0) return kInvalidValue;
+  void* p = weftFakeDeviceAlloc(bytes);
+  if (!p) return kOutOfMemory;
+  *ptr = reinterpret_cast<uintptr_t>(p);
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuMemFree_v2(CuDevicePtr ptr) {
+  if (!isDevice(ptr)) return kInvalidValue;
+  weftFakeDeviceFree(reinterpret_cast<void*>(ptr));
+  return kSuccess;
+}
+// Synchronous copies run after the legacy stream's work, as cuMemcpy does.
+FAKE_EXPORT CuResult cuMemcpyHtoD_v2(CuDevicePtr dst, const void* src, size_t bytes) {
+  if (bytes == 0) return kSuccess;
+  if (!isDevice(dst) || !isDevice(dst + bytes - 1)) return kInvalidValue;
+  Stream* legacy = streamOf(nullptr);
+  legacy->push([=] { std::memcpy(reinterpret_cast<void*>(dst), src, bytes); });
+  return legacy->synchronizeFor(kWaitLimit) ? kSuccess : kUnknown;
+}
+FAKE_EXPORT CuResult cuMemcpyDtoH_v2(void* dst, CuDevicePtr src, size_t bytes) {
+  if (bytes == 0) return kSuccess;
+  if (!isDevice(src) || !isDevice(src + bytes - 1)) return kInvalidValue;
+  Stream* legacy = streamOf(nullptr);
+  legacy->push([=] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
+  return legacy->synchronizeFor(kWaitLimit) ? kSuccess : kUnknown;
+}
+FAKE_EXPORT CuResult cuStreamCreate(void** stream, unsigned) {
+  *stream = new Stream;
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuStreamDestroy_v2(void* stream) {
+  if (!stream) return kInvalidValue;
+  delete static_cast<Stream*>(stream);  // runs what is queued first, as CUDA does
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuStreamSynchronize(void* stream) {
+  return streamOf(stream)->synchronizeFor(kWaitLimit) ? kSuccess : kUnknown;
+}
+FAKE_EXPORT CuResult cuEventCreate(void** event, unsigned) {
+  *event = new Event;
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuEventDestroy_v2(void* event) {
+  delete static_cast<Event*>(event);
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuEventRecord(void* event, void* stream) {
+  auto* e = static_cast<Event*>(event);
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    e->reached = false;
+  }
+  return streamOf(stream)->push([e] {
+    std::lock_guard<std::mutex> lock(e->mu);
+    e->at = std::chrono::steady_clock::now();
+    e->reached = true;
+    e->cv.notify_all();
+  });
+}
+FAKE_EXPORT CuResult cuEventSynchronize(void* event) {
+  auto* e = static_cast<Event*>(event);
+  std::unique_lock<std::mutex> lock(e->mu);
+  return e->cv.wait_for(lock, kWaitLimit, [&] { return e->reached; }) ? kSuccess : kUnknown;
+}
+FAKE_EXPORT CuResult cuEventElapsedTime_v2(float* ms, void* start, void* end) {
+  auto* a = static_cast<Event*>(start);
+  auto* b = static_cast<Event*>(end);
+  if (a == b) {
+    std::lock_guard<std::mutex> lock(a->mu);
+    if (!a->reached) return kNotReady;
+    *ms = 0;
+    return kSuccess;
+  }
+  std::scoped_lock lock(a->mu, b->mu);
+  if (!a->reached || !b->reached) return kNotReady;
+  *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
   return kSuccess;
 }
 
