@@ -52,6 +52,18 @@ if [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
   export LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   timeout 300 gpu-carry/bin/device_calls_gpu_test 2>&1 | tee -a "$log"
   record 900 device_calls_gpu_test "${PIPESTATUS[0]}"
+  # The perf tools on device memory, several ranks on the one GPU, checked, to 256 MiB; and the
+  # GPU's copy bandwidth they are set against.
+  [[ -x "$build/d2d_bandwidth" ]] && "$build/d2d_bandwidth"
+  for tool in all_reduce_perf all_gather_perf; do
+    for ranks in 2 4; do
+      out="$build/${tool}_t${ranks}.txt"
+      timeout 120 gpu-carry/bin/$tool -b 8 -e 256M -f 4 -t "$ranks" -c 1 -n 5 -w 2 2>&1 | tee "$out"
+      rc=${PIPESTATUS[0]}
+      if [[ $rc -eq 0 ]] && ! grep -q "Buffers in device memory" "$out"; then rc=1; fi
+      record "91${ranks}" "${tool}_t${ranks}" "$rc"
+    done
+  done
   if command -v python3 >/dev/null && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     timeout 240 python3 tests/gpu/torch_nccl_check.py --weft gpu-carry/lib/libnccl.so.2 2>&1 |
       tee -a "$log"
