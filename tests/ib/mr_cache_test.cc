@@ -14,6 +14,7 @@ constexpr size_t kPage = 4096;
 // Fake ibv_reg_mr / ibv_dereg_mr: records every registration that is live.
 struct FakeVerbs {
   int regs = 0, deregs = 0;
+  size_t regBytes = 0;  // summed over every registration
   std::map<void*, std::pair<uintptr_t, size_t>> live;
   uintptr_t failAt = 0;  // a registration covering this address fails
   uint32_t nextKey = 1;
@@ -27,6 +28,7 @@ struct FakeVerbs {
               EXPECT_EQ(base % kPage, 0u);
               EXPECT_EQ(bytes % kPage, 0u);
               ++regs;
+              regBytes += bytes;
               void* h = new int(0);
               live[h] = {base, bytes};
               const uint32_t k = nextKey++;
@@ -60,28 +62,69 @@ TEST(MrCache, SubRangeOfAHeldRegionIsAHit) {
   EXPECT_TRUE(f.live.empty());
 }
 
-TEST(MrCache, OverlapRegistersTheUnionAndKeepsTheOldOneWhileHeld) {
+TEST(MrCache, OverlapWithAHeldRegionLeavesItInPlace) {
   FakeVerbs f;
   MrCache c(f.ops(), kPage, 1 << 30);
   std::string why;
-  const auto* a = c.acquire(at(0x20000), 2 * kPage, &why);
-  const auto* b = c.acquire(at(0x21000), 4 * kPage, &why);  // overlaps a's second page
+  const auto* a = c.acquire(at(0x20010), 2 * kPage, &why);  // pages 0x20000..0x22fff
+  const auto* b = c.acquire(at(0x22010), 2 * kPage, &why);  // the next slice shares a page
   ASSERT_NE(b, nullptr);
-  EXPECT_NE(a, b);
-  EXPECT_EQ(b->base, 0x20000u);
-  EXPECT_EQ(b->bytes, 5 * kPage);
+  EXPECT_EQ(b->base, 0x22000u);
+  EXPECT_EQ(b->bytes, 3 * kPage) << "only its own pages: a is held, so not merged";
+  EXPECT_EQ(c.validRegions(), 2u);
+  EXPECT_EQ(c.acquire(at(0x20100), 100, &why), a) << "a still takes hits";
+  EXPECT_EQ(c.acquire(at(0x23000), 100, &why), b);
+  EXPECT_EQ(c.acquire(at(0x22100), 100, &why), b) << "the shared page: the nearest base";
+  for (const auto* r : {a, b, a, b, b}) c.release(r);
   EXPECT_EQ(f.regs, 2);
-  EXPECT_EQ(f.deregs, 0) << "a is held by a posted transfer";
+  // Both idle now: a range across them registers their union once.
+  const auto* u = c.acquire(at(0x21000), 3 * kPage, &why);
+  EXPECT_EQ(u->base, 0x20000u);
+  EXPECT_EQ(u->bytes, 5 * kPage);
+  EXPECT_EQ(f.deregs, 2);
+  c.release(u);
   EXPECT_EQ(c.validRegions(), 1u);
-  EXPECT_EQ(c.liveRegistrations(), 2u);
-  // a's range now hits the union.
-  EXPECT_EQ(c.acquire(at(0x20000), kPage, &why), b);
-  c.release(b);
+}
+
+TEST(MrCache, HeldRegionInsideANewOneStaysLiveUntilReleased) {
+  FakeVerbs f;
+  MrCache c(f.ops(), kPage, 1 << 30);
+  std::string why;
+  const auto* a = c.acquire(at(0x30000), kPage, &why);
+  const auto* big = c.acquire(at(0x2f000), 4 * kPage, &why);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(big->base, 0x2f000u);
+  EXPECT_EQ(c.validRegions(), 1u) << "a no longer takes hits";
+  EXPECT_EQ(c.liveRegistrations(), 2u) << "but a transfer holds it";
+  EXPECT_EQ(c.acquire(at(0x30000), 8, &why), big);
   c.release(a);
-  EXPECT_EQ(f.deregs, 1) << "the replaced region goes once its last transfer completes";
-  c.release(b);
+  EXPECT_EQ(f.deregs, 1);
+  c.release(big);
+  c.release(big);
   EXPECT_EQ(c.liveRegistrations(), 1u);
-  EXPECT_EQ(c.retainedBytes(), 5 * kPage);
+}
+
+// A stream of slices that share boundary pages, each held until the next two are posted:
+// every slice is registered once, never the stream's past again.
+TEST(MrCache, StreamRegistersEachSliceOnce) {
+  FakeVerbs f;
+  MrCache c(f.ops(), kPage, 0);
+  std::string why;
+  const size_t slice = 32 * kPage;
+  std::vector<const MrCache::Region*> held;
+  for (int k = 0; k < 64; ++k) {
+    const auto* r = c.acquire(at(0x1000010 + k * slice), slice, &why);
+    ASSERT_NE(r, nullptr);
+    held.push_back(r);
+    if (held.size() > 2) {
+      c.release(held.front());
+      held.erase(held.begin());
+    }
+  }
+  for (const auto* r : held) c.release(r);
+  EXPECT_EQ(f.regs, 64);
+  EXPECT_EQ(f.regBytes, 64 * (slice + kPage)) << "each slice's own pages, once";
+  EXPECT_TRUE(f.live.empty());
 }
 
 TEST(MrCache, UnionSpansSeveralRegions) {

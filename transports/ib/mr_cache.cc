@@ -28,16 +28,30 @@ MrCache::Entry* MrCache::obtain(uintptr_t addr, size_t bytes, std::string* why) 
   if (Entry* e = findCovering(addr, bytes)) return e;
   uintptr_t lo = addr & ~(page_ - 1);
   uintptr_t hi = (addr + bytes + page_ - 1) & ~(page_ - 1);
-  // The valid regions this one overlaps: their union is registered in their place.
-  std::vector<Entry*> overlapped;
-  auto it = valid_.upper_bound(lo);
-  if (it != valid_.begin()) --it;
-  for (; it != valid_.end() && it->first < hi; ++it) {
+  // Idle and owned regions the range overlaps are merged into it (grown until none is left);
+  // a region a transfer holds is not (a stream of slices would otherwise register its whole
+  // past again with every slice): it stays as it is unless the new range contains it.
+  std::vector<Entry*> merged;
+  for (bool grew = true; grew;) {
+    grew = false;
+    auto it = valid_.upper_bound(lo);
+    if (it != valid_.begin()) --it;
+    for (; it != valid_.end() && it->first < hi; ++it) {
+      Entry* e = it->second.get();
+      if (e->base + e->bytes <= lo || (e->holds > 0 && e->owners.empty())) continue;
+      if (std::find(merged.begin(), merged.end(), e) != merged.end()) continue;
+      merged.push_back(e);
+      if (e->base < lo || e->base + e->bytes > hi) grew = true;
+      lo = std::min(lo, e->base);
+      hi = std::max(hi, e->base + e->bytes);
+    }
+  }
+  std::vector<Entry*> replaced = merged;
+  for (auto it = valid_.lower_bound(lo); it != valid_.end() && it->first < hi; ++it) {
     Entry* e = it->second.get();
-    if (e->base + e->bytes <= lo) continue;
-    overlapped.push_back(e);
-    lo = std::min(lo, e->base);
-    hi = std::max(hi, e->base + e->bytes);
+    if (e->base + e->bytes <= hi &&
+        std::find(replaced.begin(), replaced.end(), e) == replaced.end())
+      replaced.push_back(e);  // a held region inside the new one: no hits for it any more
   }
   MrKeys keys = ops_.reg(lo, hi - lo, why);
   if (!keys.handle) return nullptr;
@@ -45,7 +59,7 @@ MrCache::Entry* MrCache::obtain(uintptr_t addr, size_t bytes, std::string* why) 
   fresh->base = lo;
   fresh->bytes = hi - lo;
   fresh->keys = keys;
-  for (Entry* e : overlapped) {
+  for (Entry* e : replaced) {
     fresh->owners.insert(e->owners.begin(), e->owners.end());
     e->owners.clear();
     retire(e);

@@ -4,8 +4,11 @@
 //
 // Rules:
 // - A region is registered over whole pages; a request inside a valid region is a hit.
-// - A request that overlaps valid regions without fitting in one registers their union; the
-//   regions it replaces stop taking hits and are deregistered once no transfer uses them.
+// - A request that overlaps valid regions without fitting in one registers its range merged
+//   with the overlapped regions that no transfer holds (or that the user registered); a held
+//   region is merged only where the new range contains it. Replaced regions stop taking hits
+//   and are deregistered once no transfer uses them. Valid regions never contain one another,
+//   so the one with the nearest base below an address is the one that can hold it.
 // - A transfer holds its region (acquire .. release) from before it is posted until its
 //   completion: a held region is never deregistered.
 // - ncclCommRegister owns a region (registerOwned) until ncclCommDeregister (deregisterOwned),
@@ -93,7 +96,7 @@ class MrCache {
   size_t page_;
   size_t retained_;
   mutable std::mutex mu_;
-  std::map<uintptr_t, std::unique_ptr<Entry>> valid_;  // by base, never overlapping
+  std::map<uintptr_t, std::unique_ptr<Entry>> valid_;  // by base, none inside another
   std::vector<std::unique_ptr<Entry>> retired_;        // replaced or invalidated, still held
   std::list<Entry*> lru_;                              // most recently idle at the front
   size_t lruBytes_ = 0;
