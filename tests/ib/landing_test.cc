@@ -84,10 +84,12 @@ TEST_F(IbLanding, ReferencesLandInTheOfferedBuffer) {
   int comm = 0;
   std::string why;
   ASSERT_TRUE(ib(c.first).registerMemory(&comm, src.data(), src.size(), &why)) << why;
+  // Both ranks are of this process, so the cache holds the offered buffer too while it is walked.
   ib::MrCache& cache = ib(c.first).mrCacheForTesting();
-  const size_t regions = cache.validRegions();
-
+  const size_t before = cache.validRegions();
   ASSERT_TRUE(c.second->peerMemory()->offerLanding(dst.data(), dst.size(), 7));
+  EXPECT_EQ(cache.validRegions(), before + 1) << "the offered buffer is registered";
+  const size_t regions = cache.validRegions();
   auto deadline = Clock::now() + std::chrono::seconds(20);
   while (!ib(c.first).peerOfferActiveForTesting()) ASSERT_LT(Clock::now(), deadline);
   transport::ReferenceSends* refs = c.first->referenceSends();
@@ -118,8 +120,9 @@ TEST_F(IbLanding, ReferencesLandInTheOfferedBuffer) {
   }
   deadline = Clock::now() + std::chrono::seconds(20);
   while (!refs->consumed(refs->postedCount())) ASSERT_LT(Clock::now(), deadline);
+  EXPECT_EQ(cache.validRegions(), before) << "the walked offer's region is released";
   ib(c.first).deregisterMemory(&comm, src.data(), src.size());
-  EXPECT_EQ(cache.validRegions(), regions - 1) << "ncclCommDeregister invalidates the region";
+  EXPECT_EQ(cache.validRegions(), before - 1) << "ncclCommDeregister invalidates the region";
 }
 
 // Messages sent before the offer reached the sender travel in slots; the offer's walk passes
