@@ -92,6 +92,9 @@ class IbConnection : public transport::Connection,
   bool poisoned() const override;
   bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
   const char* transportName() const override { return "ib"; }
+  // After a given-up operation: stops the queue pairs where the peer may still write into our
+  // landing or our writes may still read the caller's buffers (the connection fails).
+  bool awaitPeerOutOfMemory(std::chrono::milliseconds timeout) override;
   transport::ReferenceSends* referenceSends() override { return this; }
   transport::PeerMemory* peerMemory() override { return this; }
 

@@ -290,6 +290,17 @@ void IbConnection::dropOwnOffer() {
   ownOffer_ = OwnOffer{};
 }
 
+bool IbConnection::awaitPeerOutOfMemory(std::chrono::milliseconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ownOffer_.active && completed_ >= wired_) return true;
+  // A queue pair in the error state neither takes the peer's writes nor reads ours any more.
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  for (ibv_qp* qp : qps_) v_->modifyQp(qp, &a, IBV_QP_STATE);
+  fail("stopped: an operation using it was given up");
+  return true;
+}
+
 void IbConnection::readRemote(void*, uint64_t, size_t) {
   weft::fail(Status::kInternalError, "ib: no message names remote memory to read");
 }
