@@ -452,8 +452,8 @@ void Communicator::registerWith(transport::Connection* conn, const void* buff, s
   auto* reg = dynamic_cast<transport::MemoryRegistration*>(conn);
   std::string why;
   if (reg && size > 0 && !reg->registerMemory(this, buff, size, &why))
-    WEFT_INFO(INIT, "rank %d: %s link does not register %zu B: %s", rank_,
-              conn->transportName(), size, why.c_str());
+    WEFT_INFO(INIT, "rank %d: %s link does not register %zu B: %s", rank_, conn->transportName(),
+              size, why.c_str());
 }
 
 void Communicator::deregisterBuffer(void* handle) {
