@@ -17,6 +17,7 @@
 #include "src/plan/chunk_plan.h"
 #include "synth/auto/rank_fabric.h"
 #include "synth/model/simulator.h"
+#include "transports/base/registration.h"
 #include "transports/registry.h"
 #include "transports/shm/fifo.h"
 #include "transports/shm/rank_bell.h"
@@ -253,6 +254,11 @@ Communicator::~Communicator() {
   {
     std::lock_guard<std::mutex> lock(connMu_);
     for (int i = 0; fastConns_ && i < nranks_ * kFastChannels; ++i) fastConns_[i].store(nullptr);
+    // Registrations the user left in place end with the communicator.
+    std::lock_guard<std::mutex> regLock(regMu_);
+    for (auto& [key, conn] : conns_)
+      if (auto* reg = dynamic_cast<transport::MemoryRegistration*>(conn.get()))
+        for (const auto& [buff, size] : registered_) reg->deregisterMemory(this, buff, size);
     conns_.clear();
   }
   boot_.reset();
@@ -315,6 +321,10 @@ transport::Connection* Communicator::connection(int peer, int channel) {
     conn->poisonFor(word != 0 ? transport::failureCause(word) : rank_);
   }
   auto* raw = conn.get();
+  {
+    std::lock_guard<std::mutex> regLock(regMu_);  // connMu_ before regMu_, never the reverse
+    for (const auto& [buff, size] : registered_) registerWith(raw, buff, size);
+  }
   conns_[key] = std::move(conn);
   if (fast) fast->store(raw, std::memory_order_release);
   return raw;
@@ -445,16 +455,40 @@ bool Communicator::revoke() {
 }
 
 void* Communicator::registerBuffer(void* buff, size_t size) {
-  std::lock_guard<std::mutex> lock(regMu_);
-  registered_[buff] = size;
+  {
+    std::lock_guard<std::mutex> lock(regMu_);
+    registered_[buff] = size;
+  }
+  // Links that register memory before moving it (ibverbs) register it now; links made later
+  // register it as they are made (connection()).
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_) registerWith(conn.get(), buff, size);
   return buff;
 }
 
+void Communicator::registerWith(transport::Connection* conn, const void* buff, size_t size) {
+  auto* reg = dynamic_cast<transport::MemoryRegistration*>(conn);
+  std::string why;
+  if (reg && size > 0 && !reg->registerMemory(this, buff, size, &why))
+    WEFT_INFO(INIT, "rank %d: %s link does not register %zu B: %s", rank_, conn->transportName(),
+              size, why.c_str());
+}
+
 void Communicator::deregisterBuffer(void* handle) {
-  std::lock_guard<std::mutex> lock(regMu_);
-  if (registered_.erase(handle) == 0)
-    fail(Status::kInvalidArgument,
-         "ncclCommDeregister: handle was not registered on this communicator");
+  size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(regMu_);
+    auto it = registered_.find(handle);
+    if (it == registered_.end())
+      fail(Status::kInvalidArgument,
+           "ncclCommDeregister: handle was not registered on this communicator");
+    size = it->second;
+    registered_.erase(it);
+  }
+  std::lock_guard<std::mutex> lock(connMu_);
+  for (auto& [key, conn] : conns_)
+    if (auto* reg = dynamic_cast<transport::MemoryRegistration*>(conn.get()))
+      reg->deregisterMemory(this, handle, size);
 }
 
 }  // namespace weft::core

@@ -125,6 +125,8 @@ class Communicator : public exec::ConnectionSource {
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);
   void deregisterBuffer(void* handle);
+  // Registers a buffer of ncclCommRegister with a link that registers memory (ibverbs).
+  void registerWith(transport::Connection* conn, const void* buff, size_t size);
 
   std::string describe() const;
 

@@ -2,7 +2,9 @@
 // message (QpInfo) is refused, or every range this side would write into the peer's FIFO lies
 // inside the FIFO the message describes, without wrapping the address space; a data immediate
 // is refused or names a slot of the FIFO and a part count of 1..queue pairs; a control byte is
-// one of the three known ones or refused.
+// one of the three known ones or refused; a landing offer (after an immediate that announces
+// one) is refused, or names a range that does not wrap, for a message between the credited and
+// the sent ones, and every write the sender's walk of it makes lies inside the offered range.
 // Input: a switch byte, this side's shape (queue pairs, slots, slot bytes, link layer; taken
 // from the message itself when the switch's low bit is set, so that the deeper checks run), the
 // QpInfo's bytes, then immediates (4 bytes each) and control bytes.
@@ -23,6 +25,59 @@ namespace weft::fuzz {
   std::fprintf(stderr, "ib wire property violated: %s (input of %zu bytes)\n", what.c_str(),
                input.size());
   std::abort();
+}
+
+// A landing offer as the sender reads it: the LandingOffer's bytes, the mailbox entry, slots,
+// the sender's credited and sent counts, then (tag, bytes) pairs of the messages it walks.
+// Returns whether the offer was accepted.
+inline bool checkIbOffer(std::string_view input) {
+  using namespace weft::ib;
+  size_t at = 0;
+  auto take = [&](void* out, size_t n) {
+    std::memset(out, 0, n);
+    const size_t have = std::min(n, input.size() - std::min(at, input.size()));
+    if (have) std::memcpy(out, input.data() + at, have);
+    at += n;
+  };
+  LandingOffer o;
+  take(&o, sizeof o);
+  uint32_t entry = 0, slots = 0;
+  uint64_t credited = 0, wired = 0;
+  take(&entry, 4);
+  take(&slots, 4);
+  take(&credited, 8);
+  take(&wired, 8);
+  slots = std::max<uint32_t>(1, slots % kMaxSlots);
+  const bool accepted = checkLandingOffer(o, entry, slots, credited, wired).empty();
+  if (accepted) {
+    if (o.addr == 0 || o.bytes == 0 || o.bytes > kMaxLandingBytes || o.addr > UINT64_MAX - o.bytes)
+      ibPropertyFailed("accepted a landing offer of an invalid range", input);
+    if (o.startSeq < credited || o.startSeq > wired || o.startSeq % mailboxEntries(slots) != entry)
+      ibPropertyFailed("accepted a landing offer for a message it cannot place", input);
+  }
+  uint64_t taken = 0;
+  bool walking = accepted;
+  while (at + 8 <= input.size()) {
+    uint32_t tag = 0, bytes = 0;
+    take(&tag, 4);
+    take(&bytes, 4);
+    uint64_t remote = 0;
+    // Any range landingTarget gives lies inside the offer, walked or not.
+    if (landingTarget(o, tag, bytes, &remote) &&
+        (remote < o.addr || remote - o.addr > o.bytes || bytes > o.bytes - (remote - o.addr)))
+      ibPropertyFailed("a landing range outside the offer", input);
+    if (!walking) continue;
+    if (!offerTakes(o, taken, tag, bytes)) {
+      walking = false;
+      continue;
+    }
+    if (!landingTarget(o, taken, bytes, &remote) || remote != o.addr + taken)
+      ibPropertyFailed("a taken message without its place in the offer", input);
+    taken += bytes;
+    if (taken > o.bytes) ibPropertyFailed("the walk ran past the offer", input);
+    if (taken == o.bytes) walking = false;
+  }
+  return accepted;
 }
 
 // Returns whether the setup message was accepted.
@@ -83,6 +138,10 @@ inline bool checkIbInput(std::string_view input) {
         ibPropertyFailed("accepted an immediate outside the FIFO", input);
     } else if (why.empty()) {
       ibPropertyFailed("refused an immediate without saying why", input);
+    }
+    if ((imm & kCreditBit) && (imm & kOfferBit)) {
+      checkIbOffer(input.substr(std::min(at, input.size())));  // the rest is the offer
+      break;
     }
     const char c = static_cast<char>(imm & 0xff);
     const char meaning = controlByte(c);

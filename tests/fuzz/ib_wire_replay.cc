@@ -60,6 +60,13 @@ int main(int argc, char** argv) {
       weft::ib::dataImmediate(7, 3), weft::ib::kCreditBit | 9, 0xffffffffu, 'R', 'P', 'B', 'Z'};
   if (argc == 3 && std::string(argv[1]) == "--emit") {
     std::ofstream(std::string(argv[2]) + "/well_formed", std::ios::binary) << input(good, imms);
+    weft::ib::LandingOffer o;
+    o.startSeq = 3;
+    o.addr = 0x7f1000000000;
+    o.bytes = 1 << 20;
+    std::string withOffer = input(good, {weft::ib::kCreditBit | weft::ib::kOfferBit | 3});
+    withOffer.append(reinterpret_cast<const char*>(&o), sizeof o);
+    std::ofstream(std::string(argv[2]) + "/with_offer", std::ios::binary) << withOffer;
     return 0;
   }
   expect(checkIbInput(input(good, imms)), true, "the well-formed message");
@@ -89,6 +96,55 @@ int main(int argc, char** argv) {
     QpInfo i = good;
     h.mutate(&i);
     expect(checkIbInput(input(i, imms)), false, h.what);
+  }
+  // Landing offers: a well-formed one (walked by three messages), then hostile ones.
+  weft::ib::LandingOffer offer;
+  offer.startSeq = 21;
+  offer.addr = 0x7f1000000000;
+  offer.bytes = 3 << 20;
+  offer.tag = 5;
+  offer.rkey = 0x99;
+  auto offerInput = [](const weft::ib::LandingOffer& o, uint32_t entry, uint64_t credited,
+                       uint64_t wired) {
+    std::string s(reinterpret_cast<const char*>(&o), sizeof o);
+    const uint32_t slots = 8;
+    s.append(reinterpret_cast<const char*>(&entry), 4);
+    s.append(reinterpret_cast<const char*>(&slots), 4);
+    s.append(reinterpret_cast<const char*>(&credited), 8);
+    s.append(reinterpret_cast<const char*>(&wired), 8);
+    for (uint32_t m : {1u << 20, 1u << 20, 1u << 20, 7u}) {
+      const uint32_t tag = 5;
+      s.append(reinterpret_cast<const char*>(&tag), 4);
+      s.append(reinterpret_cast<const char*>(&m), 4);
+    }
+    return s;
+  };
+  const std::string goodOffer = offerInput(offer, 21 % 16, 18, 24);
+  expect(weft::fuzz::checkIbOffer(goodOffer), true, "a well-formed landing offer");
+  for (size_t bit = 0; bit < goodOffer.size() * 8; ++bit) {
+    std::string s = goodOffer;
+    s[bit / 8] = static_cast<char>(s[bit / 8] ^ (1 << (bit % 8)));
+    weft::fuzz::checkIbOffer(s);
+  }
+  struct HostileOffer {
+    const char* what;
+    uint64_t addr, bytes, credited, wired;
+    uint32_t entry;
+  };
+  const HostileOffer hostileOffers[] = {
+      {"an offer at address 0", 0, 4096, 18, 24, 5},
+      {"an offer wrapping 2^64", UINT64_MAX - 100, 4096, 18, 24, 5},
+      {"an offer of 0 bytes", 0x1000, 0, 18, 24, 5},
+      {"an offer of 2^41 bytes", 0x1000, 1ull << 41, 18, 24, 5},
+      {"an offer before a credit seen", 0x1000, 4096, 22, 24, 5},
+      {"an offer for a message not sent", 0x1000, 4096, 18, 20, 5},
+      {"an offer in the wrong mailbox entry", 0x1000, 4096, 18, 24, 6},
+  };
+  for (const HostileOffer& h : hostileOffers) {
+    weft::ib::LandingOffer o = offer;
+    o.addr = h.addr;
+    o.bytes = h.bytes;
+    expect(weft::fuzz::checkIbOffer(offerInput(o, h.entry, h.credited, h.wired)), false, h.what);
   }
   std::mt19937_64 rng(2028);
   for (int k = 0; k < 20000; ++k) {

@@ -81,6 +81,62 @@ TEST(Immediate, DataRoundTripsAndBadOnesAreRefused) {
   EXPECT_NE(why.find("credit"), std::string::npos);
 }
 
+TEST(Immediate, LandedFlagAndOffersStayApart) {
+  DataImmediate d;
+  std::string why;
+  ASSERT_TRUE(decodeDataImmediate(dataImmediate(3, 16, true), 8, 16, &d, &why)) << why;
+  EXPECT_TRUE(d.landed);
+  EXPECT_EQ(d.parts, 16u);
+  ASSERT_TRUE(decodeDataImmediate(dataImmediate(3, 2, false), 8, 16, &d, &why));
+  EXPECT_FALSE(d.landed);
+  // An offer's immediate is never data.
+  EXPECT_FALSE(decodeDataImmediate(kCreditBit | kOfferBit | 3, 8, 16, &d, &why));
+}
+
+LandingOffer goodOffer() {
+  LandingOffer o;
+  o.startSeq = 21;
+  o.addr = 0x7f1000000000;
+  o.bytes = 1 << 20;
+  o.tag = 9;
+  o.rkey = 0x42;
+  return o;
+}
+
+TEST(LandingOffer, AcceptedOnlyForAPlaceableMessageAndRange) {
+  const LandingOffer o = goodOffer();
+  const uint32_t entry = 21 % mailboxEntries(8);
+  EXPECT_EQ(checkLandingOffer(o, entry, 8, 18, 24), "");
+  EXPECT_EQ(checkLandingOffer(o, entry, 8, 21, 21), "");  // nothing sent since
+  EXPECT_NE(checkLandingOffer(o, entry + 1, 8, 18, 24), "");
+  EXPECT_NE(checkLandingOffer(o, entry, 8, 22, 24), "");  // before a credit already seen
+  EXPECT_NE(checkLandingOffer(o, entry, 8, 18, 20), "");  // a message never sent
+  LandingOffer bad = o;
+  bad.addr = 0;
+  EXPECT_NE(checkLandingOffer(bad, entry, 8, 18, 24), "");
+  bad = o;
+  bad.addr = UINT64_MAX - 4096;
+  EXPECT_NE(checkLandingOffer(bad, entry, 8, 18, 24), "");
+  bad = o;
+  bad.bytes = 0;
+  EXPECT_NE(checkLandingOffer(bad, entry, 8, 18, 24), "");
+  bad.bytes = kMaxLandingBytes + 1;
+  EXPECT_NE(checkLandingOffer(bad, entry, 8, 18, 24), "");
+}
+
+TEST(LandingOffer, WalkTakesMatchingMessagesThatFit) {
+  const LandingOffer o = goodOffer();
+  EXPECT_TRUE(offerTakes(o, 0, 9, 1 << 20));
+  EXPECT_FALSE(offerTakes(o, 0, 8, 1));              // another operation
+  EXPECT_FALSE(offerTakes(o, 1, 9, 1 << 20));        // past the end
+  EXPECT_FALSE(offerTakes(o, (1 << 20) + 1, 9, 0));  // a walk past the end takes nothing
+  uint64_t remote = 0;
+  ASSERT_TRUE(landingTarget(o, 4096, 8192, &remote));
+  EXPECT_EQ(remote, o.addr + 4096);
+  EXPECT_FALSE(landingTarget(o, (1 << 20) - 10, 11, &remote));
+  EXPECT_FALSE(landingTarget(o, UINT64_MAX, 2, &remote));
+}
+
 TEST(PartRange, PartsTileTheSlot) {
   const uint64_t slotBytes = 100000, total = kHeaderBytes + slotBytes;
   for (uint32_t parts = 1; parts <= kMaxQps; ++parts) {

@@ -3,8 +3,9 @@
 #   tests/vm/run_pair.sh build/vm/image build/vm/bench tests/vm/guest_bench.sh \
 #     "$PWD/build/tests/ib/ib_two_hosts" 64   (host paths must be absolute)
 # ). On the same soft-RoCE devices and virtual link, one after the
-# other: perftest's ib_write_bw (RDMA WRITE, 128 KiB messages), Weft's ib transport and Weft's
-# tcp transport (a checked stream of 128 KiB slots, tests/ib/two_hosts_main.cc bench).
+# other: perftest's ib_write_bw (RDMA WRITE, 1 MiB messages), Weft's ib transport (a checked
+# stream of 128 KiB slots, then the same bytes by reference into a landing: zero copy) and Weft's
+# tcp transport (the checked stream; tests/ib/two_hosts_main.cc bench).
 # Guest 0 receives (and serves ib_write_bw), guest 1 sends.
 # Usage: guest_bench.sh TWO_HOSTS_BINARY MIB
 set -uo pipefail
@@ -12,13 +13,13 @@ source "$(dirname "$0")/guest_rxe.sh"
 ulimit -l unlimited
 export NCCL_SOCKET_IFNAME=eth0
 me=$WEFT_VM_INDEX
-iters=$(($2 * 8))  # 128 KiB messages in MIB MiB
-echo "== ib_write_bw -d rxe0 -x 1 -s 131072 -n $iters"
+iters=$2  # 1 MiB messages in MIB MiB
+echo "== ib_write_bw -d rxe0 -x 1 -s 1048576 -n $iters"
 if [ "$me" = 0 ]; then
-  timeout 300 ib_write_bw -d rxe0 -x 1 -s 131072 -n "$iters" --report_gbits
+  timeout 300 ib_write_bw -d rxe0 -x 1 -s 1048576 -n "$iters" --report_gbits
 else
   for attempt in $(seq 60); do
-    timeout 300 ib_write_bw -d rxe0 -x 1 -s 131072 -n "$iters" --report_gbits "$WEFT_VM_PEER" &&
+    timeout 300 ib_write_bw -d rxe0 -x 1 -s 1048576 -n "$iters" --report_gbits "$WEFT_VM_PEER" &&
       break
     sleep 1
   done

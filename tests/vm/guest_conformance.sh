@@ -2,11 +2,13 @@
 # Guest side of vm.ib_conformance: the transport conformance suite's ib cases, two ranks of one
 # process on the guest's soft-RoCE device (rxe loopback), then the ib peer checks (forged setup
 # messages, garbage control messages, setup timeout, doorbell, and last the port going down).
-# Usage: guest_conformance.sh CONFORMANCE_BINARY PEER_CHECKS_BINARY
+# Then zero copy: references, landings, registrations and hostile offers (LANDING_BINARY).
+# Usage: guest_conformance.sh CONFORMANCE_BINARY PEER_CHECKS_BINARY LANDING_BINARY
 set -euo pipefail
 source "$(dirname "$0")/guest_rxe.sh"
 ulimit -l unlimited
 export WEFT_TEST_IB=1
 # The 1 GiB stream takes minutes under TCG (the later checks stream 256 MiB instead).
 timeout 400 "$1" --gtest_filter='Transports/Conformance.*/ib*:-*OneGiBStream*'
+timeout 200 "$3"
 WEFT_TEST_IB_NETDEV=eth0 timeout 200 "$2"

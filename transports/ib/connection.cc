@@ -13,15 +13,16 @@
 
 #include "src/common/log.h"
 #include "transports/ib/progress.h"
+#include "transports/ib/registration.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::ib {
 namespace {
 
-constexpr uint64_t kMinPart = 8192;  // smallest part of a message on one queue pair
-// Local ACK timeout, 4.096 us * 2^20 (about 4 s; NCCL_IB_TIMEOUT's default): a dead peer is seen
-// on the control socket, so a long timeout costs nothing and spares spurious retransmissions on
-// slow (emulated) links.
+// Local ACK timeout exponent (4.096 us * 2^kAckTimeout; NCCL_IB_TIMEOUT's default): long, since a
+// dead peer is seen on the control socket at once, so a long timeout costs nothing, while a short
+// one retransmits spuriously on slow links (emulated ones above all; perf/README.md, "RDMA under
+// emulation", holds what the guests' link does).
 constexpr uint8_t kAckTimeout = 20;
 
 std::atomic<void (*)(int, QpInfo*)> setupForger{nullptr};
@@ -88,6 +89,10 @@ IbConnection::IbConnection(const ConnectionParams& p, const Port& port)
   partsExpected_.assign(p_.slots, 0);
   partsGot_.assign(p_.slots, 0);
   bytesGot_.assign(p_.slots, 0);
+  landed_.assign(p_.slots, 0);
+  sent_.assign(p_.slots, Sent{});
+  cache_ = &mrCacheOf(port_.pd);
+  if (p_.mrRetainedBytes >= 0) cache_->setRetainedBytes(static_cast<size_t>(p_.mrRetainedBytes));
   registerBuffer(&send_, IBV_ACCESS_LOCAL_WRITE);
   registerBuffer(&recv_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   setupQueues();
@@ -112,6 +117,10 @@ IbConnection::~IbConnection() {
     ::close(fd_);
   }
   for (ibv_qp* qp : qps_) v_->destroyQp(qp);
+  // No write is in flight any more: the user memory held for them is free.
+  for (uint64_t seq = completed_; seq < posted_; ++seq)
+    cache_->release(sent_[seq % p_.slots].region);
+  if (ownOffer_.active) cache_->release(ownOffer_.region);
   if (cq_) v_->destroyCq(cq_);
   if (channel_) v_->destroyCompChannel(channel_);
   for (Buffer* b : {&send_, &recv_}) {
@@ -126,7 +135,8 @@ std::string IbConnection::peerName() const {
 }
 
 void IbConnection::registerBuffer(Buffer* b, int access) {
-  b->bytes = (stride() * p_.slots + 4095) & ~size_t{4095};
+  // The FIFO and the offer mailbox (receive side) or the offers' staging (send side).
+  b->bytes = (recvRegionBytes(p_.slots, p_.slotBytes) + 4095) & ~size_t{4095};
   b->base = std::aligned_alloc(4096, b->bytes);
   if (!b->base) weft::fail(Status::kSystemError, "ib: out of memory for the FIFO");
   std::memset(b->base, 0, b->bytes);
@@ -162,7 +172,7 @@ void IbConnection::setupQueues() {
     init.sq_sig_all = 1;
     init.cap.max_send_wr = sendCapacity_;
     init.cap.max_recv_wr = sendCapacity_;
-    init.cap.max_send_sge = 1;
+    init.cap.max_send_sge = 2;  // a reference: its header here, its data in the user's buffer
     init.cap.max_recv_sge = 1;
     ibv_qp* qp = v_->createQp(port_.pd, &init);
     if (!qp)
@@ -359,7 +369,7 @@ void IbConnection::pollSocket() {
 }
 
 void IbConnection::onCompletion(const ibv_wc& wc) {
-  const int qp = static_cast<int>(wc.wr_id >> 1);
+  const int qp = static_cast<int>((wc.wr_id >> 1) & 0x1f);  // see connection_send.cc: dataWrId
   const bool isRecv = (wc.wr_id & 1) != 0;
   ++events_;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -373,6 +383,7 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
   }
   if (!isRecv) {
     if (sendsOutstanding_[qp] > 0) --sendsOutstanding_[qp];
+    onSendCompletion(wc.wr_id);
     return;
   }
   postRecv(qp);
@@ -381,9 +392,13 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
     return;
   }
   const uint32_t imm = ntohl(wc.imm_data);
-  if (wc.opcode == IBV_WC_RECV && (imm & kCreditBit)) {
-    const uint32_t value = imm & ~kCreditBit;
-    const uint32_t delta = (value - lastCredit_) & ~kCreditBit;
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && (imm & kCreditBit) && (imm & kOfferBit)) {
+    onOffer(imm & kCreditMask);
+    return;
+  }
+  if (wc.opcode == IBV_WC_RECV && (imm & kCreditBit) && !(imm & kOfferBit)) {
+    const uint32_t value = imm & kCreditMask;
+    const uint32_t delta = (value - lastCredit_) & kCreditMask;
     if (credited_ + delta > wired_) {
       fail("returned credit for messages never sent");
       return;
@@ -405,12 +420,15 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
   const uint32_t slot = d.slot, parts = d.parts;
   // More parts than announced, or a different count for the same slot: the peer ignores the
   // protocol (or the credits).
-  if ((partsExpected_[slot] != 0 && partsExpected_[slot] != parts) || partsGot_[slot] >= parts) {
+  if ((partsExpected_[slot] != 0 &&
+       (partsExpected_[slot] != parts || landed_[slot] != (d.landed ? 1 : 0))) ||
+      partsGot_[slot] >= parts) {
     fail("sent a garbage control message (slot " + std::to_string(slot) + ", parts " +
          std::to_string(parts) + ")");
     return;
   }
   partsExpected_[slot] = parts;
+  landed_[slot] = d.landed ? 1 : 0;
   ++partsGot_[slot];
   bytesGot_[slot] += wc.byte_len;
 }
@@ -457,7 +475,7 @@ void IbConnection::flushCredit() {
   wr.wr_id = wrId(0, false);
   wr.opcode = IBV_WR_SEND_WITH_IMM;
   wr.num_sge = 0;
-  wr.imm_data = htonl(kCreditBit | static_cast<uint32_t>(received_ & ~kCreditBit));
+  wr.imm_data = htonl(kCreditBit | static_cast<uint32_t>(received_ & kCreditMask));
   if (ibv_post_send(qps_[0], &wr, &bad)) {
     fail("ibv_post_send of a credit failed");
     return;
@@ -473,61 +491,6 @@ void* IbConnection::sendSlot() {
   return static_cast<uint8_t*>(send_.base) + (posted_ % p_.slots) * stride() + kHeaderBytes;
 }
 
-void IbConnection::post(uint32_t bytes, uint32_t tag) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (bytes > p_.slotBytes) {
-    fail("a message of " + std::to_string(bytes) + " B exceeds the slot");
-    return;
-  }
-  uint8_t* header = static_cast<uint8_t*>(send_.base) + (posted_ % p_.slots) * stride();
-  const uint64_t seq = posted_;
-  std::memcpy(header, &tag, 4);
-  std::memcpy(header + 4, &bytes, 4);
-  std::memcpy(header + 8, &seq, 8);
-  ++posted_;
-  flushPosts();
-}
-
-void IbConnection::flushPosts() {
-  while (wired_ < posted_ && connected_ && peerReady_ && !failed_.load()) {
-    const uint32_t slot = static_cast<uint32_t>(wired_ % p_.slots);
-    const uint8_t* header = static_cast<const uint8_t*>(send_.base) + slot * stride();
-    uint32_t bytes = 0;
-    std::memcpy(&bytes, header + 4, 4);
-    const uint64_t total = kHeaderBytes + bytes;
-    const uint32_t parts =
-        static_cast<uint32_t>(std::clamp<uint64_t>(total / kMinPart, 1, qps_.size()));
-    // Room for every part, and one entry left on queue pair 0 for a credit.
-    for (uint32_t i = 0; i < parts; ++i)
-      if (sendsOutstanding_[i] + 2 > sendCapacity_) return;
-    for (uint32_t i = 0; i < parts; ++i) {
-      uint64_t offset = 0, length = 0;
-      partRange(slot, p_.slotBytes, total, i, parts, &offset, &length);
-      ibv_sge sge{};
-      sge.addr = reinterpret_cast<uint64_t>(send_.base) + offset;
-      sge.length = static_cast<uint32_t>(length);
-      sge.lkey = send_.mr->lkey;
-      ibv_send_wr wr{};
-      ibv_send_wr* bad = nullptr;
-      wr.wr_id = wrId(static_cast<int>(i), false);
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.sg_list = &sge;
-      wr.num_sge = 1;
-      wr.imm_data = htonl(dataImmediate(slot, parts));
-      // Inside the peer's registered FIFO: slot < slots, and the peer's FIFO has this side's
-      // shape and an address range that does not wrap (checkPeerInfo).
-      wr.wr.rdma.remote_addr = peer_.recvAddr + offset;
-      wr.wr.rdma.rkey = peer_.recvKey;
-      if (ibv_post_send(qps_[i], &wr, &bad)) {
-        fail("ibv_post_send failed");
-        return;
-      }
-      ++sendsOutstanding_[i];
-    }
-    ++wired_;
-  }
-}
-
 const void* IbConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!progress()) return nullptr;
@@ -539,14 +502,28 @@ const void* IbConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
   std::memcpy(&t, header, 4);
   std::memcpy(&b, header + 4, 4);
   std::memcpy(&seq, header + 8, 8);
-  if (seq != received_ || b > p_.slotBytes || bytesGot_[slot] != kHeaderBytes + b) {
+  const bool landed = landed_[slot] != 0;
+  if (seq != received_ || b > p_.slotBytes || bytesGot_[slot] != (landed ? 0 : kHeaderBytes) + b) {
     fail("sent a malformed message (sequence " + std::to_string(seq) + ", expected " +
          std::to_string(received_) + ", " + std::to_string(b) + " B)");
     return nullptr;
   }
+  const uint8_t* data = header + kHeaderBytes;
+  if (landed) {
+    // Written into our landing: only where our own walk of the offer puts it.
+    if (!ownOffer_.active || received_ < ownOffer_.offer.startSeq || b == 0 ||
+        !offerTakes(ownOffer_.offer, ownOffer_.at, t, b)) {
+      fail("wrote a message into a landing this side did not offer it (" + std::to_string(b) +
+           " B)");
+      return nullptr;
+    }
+    data = reinterpret_cast<const uint8_t*>(ownOffer_.offer.addr + ownOffer_.at);
+  }
+  handedBytes_ = b;
+  handedTag_ = t;
   *bytes = b;
   *tag = t;
-  return header + kHeaderBytes;
+  return data;
 }
 
 void IbConnection::release() {
@@ -555,6 +532,9 @@ void IbConnection::release() {
   partsExpected_[slot] = 0;
   partsGot_[slot] = 0;
   bytesGot_[slot] = 0;
+  landed_[slot] = 0;
+  if (ownOffer_.active && received_ >= ownOffer_.offer.startSeq)
+    walkOwnOffer(handedTag_, handedBytes_);
   ++received_;
   creditPending_ = true;
   flushCredit();

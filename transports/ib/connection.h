@@ -11,6 +11,12 @@
 // The process's progress thread (progress.h) drives every connection in the background, and the
 // executor's calls drive it too; a mutex serialises the two. Messages written before the setup
 // finished wait in their send slots and go out once the queue pairs are connected.
+//
+// Beyond slots (capabilities.h): a message may be sent by reference, written from the caller's
+// buffer (registered on first use through the protection domain's cache, mr_cache.h) instead of
+// its send slot; and a receiver may offer its destination (a landing, wire.h), into which the
+// sender then writes the next messages straight from their source, so neither side copies.
+// ncclCommRegister registers buffers ahead (MemoryRegistration).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -21,8 +27,11 @@
 #include <vector>
 
 #include "src/common/doorbell.h"
+#include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
+#include "transports/base/registration.h"
 #include "transports/ib/devices.h"
+#include "transports/ib/mr_cache.h"
 #include "transports/ib/wire.h"
 #include "transports/tcp/engine.h"
 
@@ -38,6 +47,8 @@ struct ConnectionParams {
   int qps = 1;
   std::chrono::milliseconds timeout{0};
   Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something
+  // Registrations of user buffers kept once unused (mr_cache.h); negative: leave the cache's.
+  int64_t mrRetainedBytes = -1;
 };
 
 // Tests only: changes the setup message each rank of this process sends before it goes out (a
@@ -58,7 +69,10 @@ class SocketDrop : public tcp::SocketSink {
   int fd_ = -1;
 };
 
-class IbConnection : public transport::Connection {
+class IbConnection : public transport::Connection,
+                     public transport::ReferenceSends,
+                     public transport::PeerMemory,
+                     public transport::MemoryRegistration {
  public:
   IbConnection(const ConnectionParams& p, const Port& port);
   ~IbConnection() override;
@@ -78,6 +92,31 @@ class IbConnection : public transport::Connection {
   bool poisoned() const override;
   bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
   const char* transportName() const override { return "ib"; }
+  // After a given-up operation: stops the queue pairs where the peer may still write into our
+  // landing or our writes may still read the caller's buffers (the connection fails).
+  bool awaitPeerOutOfMemory(std::chrono::milliseconds timeout) override;
+  transport::ReferenceSends* referenceSends() override { return this; }
+  transport::PeerMemory* peerMemory() override { return this; }
+
+  // ReferenceSends: a message of up to a slot written from registered user memory.
+  bool peerCanRead(const void* addr, size_t bytes) override;
+  void postReference(const void* addr, uint32_t bytes, uint32_t tag) override;
+  size_t maxReferenceBytes() const override { return p_.slotBytes; }
+  uint64_t postedCount() const override;
+  bool consumed(uint64_t count) const override;
+
+  // PeerMemory: landings only (the sender writes into them from postReference or its slot, so
+  // landingFor offers no mapped pointer); no remote reads.
+  void readRemote(void* dst, uint64_t remoteAddr, size_t bytes) override;
+  void land(void* dst, const void* src, size_t bytes, Store store) override;
+  bool assist() override { return false; }
+  bool offerLanding(void* dst, size_t bytes, uint32_t tag) override;
+  void* landingFor(size_t, uint32_t) override { return nullptr; }
+  void postLanded(uint32_t bytes, uint32_t tag) override;
+
+  // MemoryRegistration (ncclCommRegister).
+  bool registerMemory(const void* owner, const void* addr, size_t bytes, std::string* why) override;
+  void deregisterMemory(const void* owner, const void* addr, size_t bytes) override;
 
   // For the progress thread (progress.h).
   void backgroundPass();
@@ -92,6 +131,12 @@ class IbConnection : public transport::Connection {
   // IMMEDIATE carrying `imm` into the peer's FIFO, as a broken or hostile peer would.
   void sendControlBytesForTesting(const std::string& bytes);
   void postImmediateForTesting(uint32_t imm);
+  // Tests only: writes `offer` into mailbox entry `entry` of the peer as a hostile receiver
+  // would; whether this side holds an offer from the peer that messages can still land in; the
+  // registration cache this connection uses.
+  void postOfferForTesting(const LandingOffer& offer, uint32_t entry);
+  bool peerOfferActiveForTesting();
+  MrCache& mrCacheForTesting() { return *cache_; }
 
  private:
   struct Buffer {
@@ -101,6 +146,17 @@ class IbConnection : public transport::Connection {
   };
   size_t stride() const { return kHeaderBytes + p_.slotBytes; }
   void flushPosts();
+  // Posts message `seq`'s writes (to its slot, or into the peer's landing); false when the
+  // queues have no room yet.
+  bool wireMessage(uint64_t seq);
+  void writeHeader(uint64_t seq, uint32_t bytes, uint32_t tag);
+  void onSendCompletion(uint64_t wrId);
+  void onOffer(uint32_t entry);
+  bool postWrite(int qp, uint64_t wrId, uint64_t localAddr, uint32_t lkey, uint64_t length,
+                 uint64_t remoteAddr, uint32_t rkey, bool withImm, uint32_t imm);
+  // The receiver's side of the offer rule for message `seq` (tag, bytes) as it is released.
+  void walkOwnOffer(uint32_t tag, uint32_t bytes);
+  void dropOwnOffer();
   void drainCqEvents();
   void setupQueues();
   void registerBuffer(Buffer* b, int access);
@@ -149,6 +205,38 @@ class IbConnection : public transport::Connection {
   uint64_t received_ = 0;  // messages handed to the executor and released
   std::vector<uint32_t> partsExpected_, partsGot_;
   std::vector<uint64_t> bytesGot_;
+  std::vector<uint8_t> landed_;  // per receive slot: its message was written into our landing
+
+  MrCache* cache_ = nullptr;
+  // Sent messages by sequence modulo slots, from post until their writes complete.
+  struct Sent {
+    uint32_t bytes = 0;
+    uint32_t tag = 0;
+    uint64_t from = 0;  // where the data lies here
+    uint32_t lkey = 0;
+    const MrCache::Region* region = nullptr;  // held while a reference's writes are posted
+    uint32_t writesLeft = 0;
+  };
+  std::vector<Sent> sent_;
+  uint64_t completed_ = 0;  // messages whose writes all completed (their sources are free)
+  // The peer's current landing offer, walked from nextSeq (== wired_ once it is caught up).
+  struct PeerOffer {
+    bool active = false;
+    LandingOffer offer;
+    uint64_t nextSeq = 0;
+    uint64_t at = 0;
+  };
+  PeerOffer peerOffer_;
+  // This side's current offer to the peer.
+  struct OwnOffer {
+    bool active = false;
+    LandingOffer offer;
+    uint64_t at = 0;
+    const MrCache::Region* region = nullptr;
+  };
+  OwnOffer ownOffer_;
+  uint64_t offersPosted_ = 0;
+  uint32_t handedBytes_ = 0, handedTag_ = 0;  // the message recvSlot handed out
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> peerEnded_{false};
   std::atomic<bool> failed_{false};

@@ -3,6 +3,7 @@
 // to the address and token the peer published for tcp, so ib publishes that endpoint too when
 // tcp itself is disabled (NCCL_NET=IB). The lower rank of a pair opens the socket, so connect()
 // never waits for the peer and ranks may connect in any order.
+#include <cstdlib>
 #include <cstring>
 
 #include "src/common/log.h"
@@ -84,6 +85,10 @@ class IbTransport : public Transport {
     p.qps = tuning.ibQpsPerConnection;
     p.timeout = ctx.timeout.count() > 0 ? ctx.timeout : std::chrono::milliseconds(30000);
     p.bell = ctx.selfBell;
+    // Registrations of buffers the user did not register, kept once unused (mr_cache.h says
+    // why none are kept by default).
+    if (const char* kept = std::getenv("WEFT_IB_MR_CACHE_BYTES"); kept && *kept)
+      p.mrRetainedBytes = std::strtoll(kept, nullptr, 10);
     auto conn = std::make_unique<ib::IbConnection>(p, port);
     const tcp::Published theirs = tcp::publishedBy((*ctx.peers)[peer]);
     if (ctx.rank < peer) {

@@ -26,7 +26,8 @@ std::string checkPeerInfo(const QpInfo& peer, const LocalShape& self) {
     return "its port's link layer differs from this side's (RoCE against InfiniBand)";
   if (peer.mtu < 1 || peer.mtu > 5) return "sent a setup message with an invalid path MTU";
   // The FIFO must be an address range: the highest byte written stays below 2^64.
-  if (peer.recvAddr == 0 || peer.recvAddr > UINT64_MAX - fifoBytes(peer.slots, peer.slotBytes))
+  if (peer.recvAddr == 0 ||
+      peer.recvAddr > UINT64_MAX - recvRegionBytes(peer.slots, peer.slotBytes))
     return "sent a setup message with an invalid receive FIFO address";
   if (peer.ethernet) {
     if (std::all_of(peer.gid, peer.gid + 16, [](uint8_t b) { return b == 0; }))
@@ -44,12 +45,31 @@ bool decodeDataImmediate(uint32_t imm, uint32_t slots, uint32_t qps, DataImmedia
     return false;
   }
   out->slot = imm & (kMaxSlots - 1);
-  out->parts = (imm >> 24) & 0x7f;
+  out->parts = (imm >> 24) & 0x3f;
+  out->landed = (imm & kLandedBit) != 0;
   if (out->slot >= slots || out->parts == 0 || out->parts > qps) {
     *why = "sent a garbage control message (slot " + std::to_string(out->slot) + ", parts " +
            std::to_string(out->parts) + ")";
     return false;
   }
+  return true;
+}
+
+std::string checkLandingOffer(const LandingOffer& o, uint32_t entry, uint32_t slots,
+                              uint64_t credited, uint64_t wired) {
+  if (entry >= mailboxEntries(slots) || o.startSeq % mailboxEntries(slots) != entry)
+    return "sent a landing offer in the wrong mailbox entry";
+  if (o.addr == 0 || o.bytes == 0 || o.bytes > kMaxLandingBytes || o.addr > UINT64_MAX - o.bytes)
+    return "sent a landing offer of an invalid range (" + std::to_string(o.bytes) + " B)";
+  if (o.startSeq < credited || o.startSeq > wired)
+    return "sent a landing offer for message " + std::to_string(o.startSeq) + " (credited " +
+           std::to_string(credited) + ", sent " + std::to_string(wired) + ")";
+  return {};
+}
+
+bool landingTarget(const LandingOffer& o, uint64_t at, uint64_t bytes, uint64_t* remoteAddr) {
+  if (at > o.bytes || bytes > o.bytes - at) return false;
+  *remoteAddr = o.addr + at;
   return true;
 }
 

@@ -3,10 +3,21 @@
 // data writes and credits, and the control bytes that follow the setup. Pure functions without
 // verbs, so that tests and the fuzzer (tests/fuzz) run them anywhere.
 //
-// A peer is trusted with nothing it could turn into a write outside the registered FIFOs: this
-// side writes only into slot ranges it computes itself from the FIFO shape both sides agreed on
-// (checked here), and the peer's HCA refuses a write outside its registered region or with a
-// wrong key (the sender then sees a completion error and fails the connection).
+// A peer is trusted with nothing it could turn into a write outside the registered FIFOs and
+// the ranges it offered: this side writes only into slot ranges it computes itself from the FIFO
+// shape both sides agreed on (checked here), and into a landing offer only within the offered
+// range, after checking the offer (checkLandingOffer, landingTarget); the peer's HCA refuses a
+// write outside its registered region or with a wrong key (the sender then sees a completion
+// error and fails the connection).
+//
+// Landings (zero copy): a receiver that knows where the next messages of an operation go
+// (PeerMemory::offerLanding) registers that buffer and writes a LandingOffer into the sender's
+// offer mailbox (an RDMA WRITE WITH IMMEDIATE on queue pair 0, the path credits take, so the
+// sender sees it before any credit returned after it). From the offer's first message on, both
+// sides walk the messages with the same rule (offerTakes): a message of the offer's tag that
+// fits the rest of the offer takes the next bytes of it, anything else ends the offer. A taken
+// message of at least one byte is written straight into the offered buffer (from the sender's
+// registered source) with its header written into its slot, and its immediate says so.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +29,12 @@ inline constexpr uint32_t kInfoMagic = 0x31424957;  // "WIB1"
 inline constexpr uint32_t kMaxQps = 16;
 inline constexpr uint32_t kMaxSlots = 1u << 24;  // a slot index fits the immediate's low 24 bits
 inline constexpr uint32_t kCreditBit = 0x80000000u;
+// With kCreditBit: the immediate names a mailbox entry holding a LandingOffer, not a credit.
+inline constexpr uint32_t kOfferBit = 0x40000000u;
+inline constexpr uint32_t kCreditMask = 0x3fffffffu;  // a credit's cumulative count, modulo 2^30
+// Without kCreditBit: the message's parts were written into the receiver's landing.
+inline constexpr uint32_t kLandedBit = 0x40000000u;
+inline constexpr uint64_t kMaxLandingBytes = 1ull << 40;
 inline constexpr size_t kHeaderBytes = 16;  // tag, bytes, sequence at the start of each slot
 inline constexpr uint64_t kMaxSlotBytes = 1ull << 31;
 
@@ -49,9 +66,26 @@ struct LocalShape {
   bool ethernet = false;
 };
 
+// A receiver's offer of its destination (see above), as it lies in the mailbox.
+struct LandingOffer {
+  uint64_t startSeq = 0;  // the first message it applies to
+  uint64_t addr = 0;      // the receiver's buffer
+  uint64_t bytes = 0;
+  uint32_t tag = 0;
+  uint32_t rkey = 0;
+};
+static_assert(sizeof(LandingOffer) == 32, "written as raw bytes: keep its layout");
+
+// Mailbox entries of a FIFO of `slots` slots (offer for message S goes to entry S % entries).
+inline uint32_t mailboxEntries(uint32_t slots) { return 2 * slots; }
+
 // Bytes of a FIFO of `slots` slots of `slotBytes` (each behind its header).
 inline uint64_t fifoBytes(uint32_t slots, uint64_t slotBytes) {
   return (kHeaderBytes + slotBytes) * slots;
+}
+// The receive region: the FIFO, then the offer mailbox.
+inline uint64_t recvRegionBytes(uint32_t slots, uint64_t slotBytes) {
+  return fifoBytes(slots, slotBytes) + uint64_t{mailboxEntries(slots)} * sizeof(LandingOffer);
 }
 
 // Empty when `peer` is a setup message this side can act on; otherwise why not, in words that
@@ -60,11 +94,14 @@ std::string checkPeerInfo(const QpInfo& peer, const LocalShape& self);
 
 // The immediate of a data write: the slot it filled and how many parts (one per queue pair
 // used) make up the message. Credits set kCreditBit and carry a cumulative count instead.
-inline uint32_t dataImmediate(uint32_t slot, uint32_t parts) { return parts << 24 | slot; }
+inline uint32_t dataImmediate(uint32_t slot, uint32_t parts, bool landed = false) {
+  return (landed ? kLandedBit : 0) | parts << 24 | slot;
+}
 
 struct DataImmediate {
   uint32_t slot = 0;
   uint32_t parts = 0;
+  bool landed = false;
 };
 // Decodes a data write's immediate; false (and *why) when it names no slot of a FIFO of
 // `slots` slots or a part count outside 1..qps.
@@ -76,6 +113,24 @@ bool decodeDataImmediate(uint32_t imm, uint32_t slots, uint32_t qps, DataImmedia
 // slot `slot` when slot < slots and total <= kHeaderBytes + slotBytes.
 void partRange(uint32_t slot, uint64_t slotBytes, uint64_t total, uint32_t part, uint32_t parts,
                uint64_t* offset, uint64_t* length);
+
+// Empty when `o`, read from mailbox entry `entry`, is an offer the sender can act on: it
+// names a buffer (no wrap, at most kMaxLandingBytes), it was written to its message's entry, and
+// its first message is one the sender has not wired yet or still remembers (between the
+// messages credited and those wired: the mailbox travels with the credits, so an honest
+// receiver's offer never names a message before a credit already seen).
+std::string checkLandingOffer(const LandingOffer& o, uint32_t entry, uint32_t slots,
+                              uint64_t credited, uint64_t wired);
+
+// The rule both sides walk an offer by: whether a message of `tag` and `bytes` takes the next
+// bytes of `o`, `at` bytes of which are taken.
+inline bool offerTakes(const LandingOffer& o, uint64_t at, uint32_t tag, uint64_t bytes) {
+  return tag == o.tag && at <= o.bytes && bytes <= o.bytes - at;
+}
+
+// Where `bytes` at `at` of offer `o` lie in the receiver's memory; false when that range is not
+// inside the offer (nothing is posted then).
+bool landingTarget(const LandingOffer& o, uint64_t at, uint64_t bytes, uint64_t* remoteAddr);
 
 // What a control byte means: 0 for a byte that is none of kReady, kPoisoned, kGoodbye.
 inline char controlByte(char c) { return c == kReady || c == kPoisoned || c == kGoodbye ? c : 0; }
