@@ -119,6 +119,9 @@ const std::vector<Knob>& knobs() {
        "first RoCE v2 one)"},
       {"NCCL_IB_QPS_PER_CONNECTION", "WEFT_IB_QPS_PER_CONNECTION", "1",
        "ib: queue pairs per connection (a message is split over them)"},
+      {"WEFT_IB_MR_CACHE_BYTES", nullptr, "0",
+       "ib: bytes of registrations of buffers the user did not register kept once unused (0: "
+       "none; a kept one turns stale if its memory is freed and mapped again)"},
       {"NCCL_NSOCKS_PERTHREAD", "WEFT_NSOCKS_PERTHREAD", "1",
        "tcp: sockets per connection and progress thread (a message is striped over them)"},
       {"NCCL_SOCKET_NTHREADS", "WEFT_SOCKET_NTHREADS", "1",

@@ -78,6 +78,7 @@ Tuning Tuning::fromEnvironment() {
   t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));
   t.ibQpsPerConnection =
       static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_QPS_PER_CONNECTION"), 1, 16));
+  t.ibMrCacheBytes = std::max<int64_t>(0, env::getInt("WEFT_IB_MR_CACHE_BYTES"));
   t.topoFile = env::get("NCCL_TOPO_FILE");
   t.topoProbes = env::get("WEFT_TOPO_PROBES");
   t.topoRates = env::get("WEFT_TOPO_RATES");

@@ -68,6 +68,7 @@ struct Tuning {
   std::string ibHca;           // NCCL_IB_HCA
   int ibGidIndex = -1;         // NCCL_IB_GID_INDEX; -1: chosen per port
   int ibQpsPerConnection = 1;  // NCCL_IB_QPS_PER_CONNECTION
+  int64_t ibMrCacheBytes = 0;  // WEFT_IB_MR_CACHE_BYTES
 
   // --- Placement (src/core/cpu_placement.cc).
   bool pin = true;        // WEFT_PIN

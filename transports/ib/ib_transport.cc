@@ -87,8 +87,7 @@ class IbTransport : public Transport {
     p.bell = ctx.selfBell;
     // Registrations of buffers the user did not register, kept once unused (mr_cache.h says
     // why none are kept by default).
-    if (const char* kept = std::getenv("WEFT_IB_MR_CACHE_BYTES"); kept && *kept)
-      p.mrRetainedBytes = std::strtoll(kept, nullptr, 10);
+    p.mrRetainedBytes = tuning.ibMrCacheBytes;
     auto conn = std::make_unique<ib::IbConnection>(p, port);
     const tcp::Published theirs = tcp::publishedBy((*ctx.peers)[peer]);
     if (ctx.rank < peer) {
