@@ -1,0 +1,107 @@
+// The loop: Weft loads its own libnccl-net-weft.so (NCCL_NET_PLUGIN, NCCL_NET=Weft) and runs the
+// collective correctness grid between processes that look like different hosts (WEFT_HOST_ID),
+// so every pair goes through the plugin. Each rank's NET log (stderr, kept per process) must
+// show plugin connections and no tcp transport connection. A plugin that fails its init leaves
+// Weft on its own transports.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "nccl.h"
+#include "tests/support/grid.h"
+
+using namespace weft::test;
+
+namespace {
+
+// Where the ranks' logs go: one file per process.
+struct LogDir {
+  LogDir() {
+    char tmpl[] = "/tmp/weft-net-plugin-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~LogDir() { std::filesystem::remove_all(path); }
+  // In child p: NET logs at INFO to <path>/<p>.log (appended: the plugin's own log writes there
+  // too).
+  void capture(int p) const {
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "NET", 1);
+    int fd = open((path + "/" + std::to_string(p) + ".log").c_str(),
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) dup2(fd, 2);
+  }
+  std::string read(int p) const {
+    std::ifstream f(path + "/" + std::to_string(p) + ".log");
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+  std::string path;
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class PluginLoop : public ::testing::TestWithParam<int> {};
+
+TEST_P(PluginLoop, GridOverWeftsOwnPlugin) {
+  const int procs = GetParam();
+  LogDir logs;
+  auto codes = forkRanks(
+      procs, 1,
+      [](auto& comms, auto& ranks, int n) { return correctnessGrid(comms, ranks, n, "plugin "); },
+      [&logs](int p) {
+        logs.capture(p);
+        setenv("WEFT_HOST_ID", ("host" + std::to_string(p)).c_str(), 1);
+        setenv("NCCL_NET_PLUGIN", WEFT_NET_PLUGIN_PATH, 1);
+        setenv("NCCL_NET", "Weft", 1);
+      });
+  for (int p = 0; p < procs; ++p) {
+    EXPECT_EQ(codes[p], 0) << "process " << p << "\n" << logs.read(p);
+    const std::string log = logs.read(p);
+    EXPECT_NE(log.find("net plugin Weft (ncclNet v11"), std::string::npos) << log;
+    // Every peer of this rank is reached through the plugin, on every channel it uses.
+    for (int q = 0; q < procs; ++q)
+      if (q != p) {
+        const std::string link = "net plugin Weft: rank " + std::to_string(p) +
+                                 " connected to rank " + std::to_string(q) + " ";
+        EXPECT_GE(count(log, link), 1u) << "process " << p << " to " << q << "\n" << log;
+      }
+    EXPECT_EQ(count(log, "tcp: rank"), 0u) << log;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, PluginLoop, ::testing::Values(2, 3),
+                         [](const auto& info) { return "p" + std::to_string(info.param); });
+
+// A plugin whose init fails: one warning naming it, and the grid runs over Weft's tcp.
+TEST(PluginFallback, FailedInitFallsBackToTcp) {
+  LogDir logs;
+  auto codes = forkRanks(
+      2, 1,
+      [](auto& comms, auto& ranks, int n) { return correctnessGrid(comms, ranks, n, "fallback "); },
+      [&logs](int p) {
+        logs.capture(p);
+        setenv("WEFT_HOST_ID", ("host" + std::to_string(p)).c_str(), 1);
+        setenv("NCCL_NET_PLUGIN", BAD_PLUGIN_INIT_FAILS_PATH, 1);
+        unsetenv("NCCL_NET");
+      });
+  for (int p = 0; p < 2; ++p) {
+    const std::string log = logs.read(p);
+    EXPECT_EQ(codes[p], 0) << "process " << p << "\n" << log;
+    EXPECT_NE(log.find("no usable network plugin"), std::string::npos) << log;
+    EXPECT_NE(log.find("init() of plugin Bad failed"), std::string::npos) << log;
+    EXPECT_GE(count(log, "tcp: rank"), 1u) << log;
+  }
+}
+
+}  // namespace
