@@ -9,16 +9,21 @@
 #if defined(BAD_PLUGIN_OLD_ONLY)
 __attribute__((visibility("default"))) char ncclNetPlugin_v9[160];
 #else
-__attribute__((unused)) static ncclNetResult_t initFails(void** ctx, uint64_t commId, ncclNetCommConfig_t* config,
-                                                         ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
+__attribute__((unused)) static ncclNetResult_t initFails(void** ctx, uint64_t commId,
+                                                         ncclNetCommConfig_t* config,
+                                                         ncclDebugLogger_t log,
+                                                         ncclProfilerCallback_t prof) {
   (void)commId, (void)config, (void)prof;
   *ctx = 0;
-  if (log) log(NCCL_LOG_WARN, NCCL_NET_LOG_SUBSYS_NET, __FILE__, __LINE__, "bad plugin: %s",
-               "init refuses on purpose");
+  if (log)
+    log(NCCL_LOG_WARN, NCCL_NET_LOG_SUBSYS_NET, __FILE__, __LINE__, "bad plugin: %s",
+        "init refuses on purpose");
   return kNcclNetSystemError;
 }
-__attribute__((unused)) static ncclNetResult_t initOk(void** ctx, uint64_t commId, ncclNetCommConfig_t* config,
-                              ncclDebugLogger_t log, ncclProfilerCallback_t prof) {
+__attribute__((unused)) static ncclNetResult_t initOk(void** ctx, uint64_t commId,
+                                                      ncclNetCommConfig_t* config,
+                                                      ncclDebugLogger_t log,
+                                                      ncclProfilerCallback_t prof) {
   (void)commId, (void)config, (void)log, (void)prof;
   *ctx = 0;
   return kNcclNetSuccess;

@@ -95,8 +95,8 @@ TEST_F(PluginFixture, ExportsBothVersions) {
 TEST_F(PluginFixture, SizesZeroOneUnalignedAndLarge) {
   void *s, *r;
   pair(&s, &r);
-  for (size_t size : {size_t(0), size_t(1), size_t(7), size_t(4099), size_t(262145),
-                      size_t(64) << 20}) {
+  for (size_t size :
+       {size_t(0), size_t(1), size_t(7), size_t(4099), size_t(262145), size_t(64) << 20}) {
     // Both buffers start 3 bytes past an aligned address.
     std::vector<char> src = pattern(size + 3, static_cast<unsigned>(size));
     std::vector<char> dst(size + 3, 0);

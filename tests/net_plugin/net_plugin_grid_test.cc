@@ -10,8 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 #include "tests/support/grid.h"
@@ -51,6 +54,13 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Connections of Weft's tcp transport (its connect() logs one line each; the plugin's own tcp
+// links inside libnccl-net-weft.so log other lines).
+size_t tcpTransportLinks(const std::string& log) {
+  static const std::regex line(R"(tcp: rank \d+ (connects to|accepts from) rank \d+ channel)");
+  return std::distance(std::sregex_iterator(log.begin(), log.end(), line), std::sregex_iterator());
+}
+
 class PluginLoop : public ::testing::TestWithParam<int> {};
 
 TEST_P(PluginLoop, GridOverWeftsOwnPlugin) {
@@ -76,12 +86,46 @@ TEST_P(PluginLoop, GridOverWeftsOwnPlugin) {
                                  " connected to rank " + std::to_string(q) + " ";
         EXPECT_GE(count(log, link), 1u) << "process " << p << " to " << q << "\n" << log;
       }
-    EXPECT_EQ(count(log, "tcp: rank"), 0u) << log;
+    EXPECT_EQ(tcpTransportLinks(log), 0u) << log;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Processes, PluginLoop, ::testing::Values(2, 3),
                          [](const auto& info) { return "p" + std::to_string(info.param); });
+
+// Without NCCL_NET the loaded plugin is preferred between hosts, as in NCCL; ranks of one host
+// keep shared memory. Two hosts of two processes each, a large allreduce after the grid.
+TEST(PluginPreference, BetweenHostsByDefault) {
+  LogDir logs;
+  auto codes = forkRanks(
+      4, 1,
+      [](auto& comms, auto& ranks, int n) {
+        if (int code = correctnessGrid(comms, ranks, n, "preferred ")) return code;
+        std::vector<float> a(size_t(4) << 20, float(ranks[0] + 1)), b(a.size());
+        if (ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr) !=
+            ncclSuccess)
+          return 5;
+        for (float x : b)
+          if (x != float(n * (n + 1) / 2)) return 6;
+        return 0;
+      },
+      [&logs](int p) {
+        logs.capture(p);
+        setenv("WEFT_HOST_ID", ("host" + std::to_string(p / 2)).c_str(), 1);
+        setenv("NCCL_NET_PLUGIN", WEFT_NET_PLUGIN_PATH, 1);
+        unsetenv("NCCL_NET");
+      });
+  size_t pluginLinks = 0;
+  for (int p = 0; p < 4; ++p) {
+    const std::string log = logs.read(p);
+    EXPECT_EQ(codes[p], 0) << "process " << p << "\n" << log;
+    EXPECT_EQ(tcpTransportLinks(log), 0u) << log;
+    const int sameHost = p ^ 1;
+    EXPECT_EQ(count(log, "connected to rank " + std::to_string(sameHost) + " "), 0u) << log;
+    pluginLinks += count(log, "net plugin Weft: rank " + std::to_string(p) + " connected to");
+  }
+  EXPECT_GE(pluginLinks, 2u);
+}
 
 // A plugin whose init fails: one warning naming it, and the grid runs over Weft's tcp.
 TEST(PluginFallback, FailedInitFallsBackToTcp) {
@@ -100,7 +144,7 @@ TEST(PluginFallback, FailedInitFallsBackToTcp) {
     EXPECT_EQ(codes[p], 0) << "process " << p << "\n" << log;
     EXPECT_NE(log.find("no usable network plugin"), std::string::npos) << log;
     EXPECT_NE(log.find("init() of plugin Bad failed"), std::string::npos) << log;
-    EXPECT_GE(count(log, "tcp: rank"), 1u) << log;
+    EXPECT_GE(tcpTransportLinks(log), 1u) << log;
   }
 }
 

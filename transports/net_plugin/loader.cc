@@ -16,8 +16,8 @@ namespace weft::netplugin {
 namespace {
 
 // The logger handed to the plugin: its messages go to Weft's log under NET.
-void pluginLog(ncclDebugLogLevel level, unsigned long, const char* file, int line,
-               const char* fmt, ...) {
+void pluginLog(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt,
+               ...) {
   char text[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -46,13 +46,20 @@ bool isNone(const std::string& s) {
 
 const char* resultName(ncclNetResult_t r) {
   switch (r) {
-    case kNcclNetSuccess: return "success";
-    case kNcclNetSystemError: return "system error";
-    case kNcclNetInternalError: return "internal error";
-    case kNcclNetInvalidArgument: return "invalid argument";
-    case kNcclNetInvalidUsage: return "invalid usage";
-    case kNcclNetRemoteError: return "remote error";
-    default: return "unknown error";
+    case kNcclNetSuccess:
+      return "success";
+    case kNcclNetSystemError:
+      return "system error";
+    case kNcclNetInternalError:
+      return "internal error";
+    case kNcclNetInvalidArgument:
+      return "invalid argument";
+    case kNcclNetInvalidUsage:
+      return "invalid usage";
+    case kNcclNetRemoteError:
+      return "remote error";
+    default:
+      return "unknown error";
   }
 }
 
@@ -169,8 +176,7 @@ NetPlugin* pluginFor(const std::string& spec) {
     WEFT_INFO(NET, "net plugin %s (ncclNet v%d, %d devices) loaded from %s", p->name().c_str(),
               p->version(), p->devices(), p->path().c_str());
   } else {
-    WEFT_WARN(NET,
-              "NCCL_NET_PLUGIN=%s: no usable network plugin (%s); using Weft's own transports",
+    WEFT_WARN(NET, "NCCL_NET_PLUGIN=%s: no usable network plugin (%s); using Weft's own transports",
               spec.c_str(), why.c_str());
   }
   return (*loaded)[spec] = std::move(p), (*loaded)[spec].get();

@@ -82,8 +82,8 @@ PluginConnection::PluginConnection(NetPlugin* net, const PluginConnectionParams&
   ncclNetResult_t r = net_->listen(p_.device, myHandle_ + 8, &listenComm_);
   if (r != kNcclNetSuccess || !listenComm_)
     weft::fail(Status::kSystemError, "net plugin " + net_->name() + ": listen() on device " +
-                                         std::to_string(p_.device) + " failed (" +
-                                         resultName(r) + ")");
+                                         std::to_string(p_.device) + " failed (" + resultName(r) +
+                                         ")");
   const uint32_t header[2] = {kHandleMagic, NCCL_NET_HANDLE_MAXSIZE};
   std::memcpy(myHandle_, header, sizeof(header));
   setupDeadline_ = std::chrono::steady_clock::now() + p_.timeout;
@@ -171,8 +171,8 @@ void PluginConnection::readControl() {
   for (;;) {
     // The handle first (kHandleMessageBytes), then single control bytes.
     char buf[256];
-    size_t want = peerHandleGot_ < kHandleMessageBytes ? kHandleMessageBytes - peerHandleGot_
-                                                       : sizeof(buf);
+    size_t want =
+        peerHandleGot_ < kHandleMessageBytes ? kHandleMessageBytes - peerHandleGot_ : sizeof(buf);
     ssize_t n = ::recv(fd_, buf, want, MSG_DONTWAIT);
     if (n > 0) {
       ++events_;
@@ -293,8 +293,8 @@ void PluginConnection::progressReceives() {
       return fail("delivered " + std::to_string(size) + " B, not a slot message");
     std::memcpy(header, recvBuffer(i), sizeof(header));
     if (header[0] != static_cast<uint32_t>(size) - kSlotHeaderBytes)
-      return fail("sent a slot whose header says " + std::to_string(header[0]) +
-                  " B where " + std::to_string(size - kSlotHeaderBytes) + " B arrived");
+      return fail("sent a slot whose header says " + std::to_string(header[0]) + " B where " +
+                  std::to_string(size - kSlotHeaderBytes) + " B arrived");
     recvReqs_[idx] = nullptr;
     recvSizes_[idx] = size;
     ++events_;

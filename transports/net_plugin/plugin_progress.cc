@@ -82,8 +82,8 @@ void ProgressThread::loop() {
         int fd = c->controlFd();
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
       }
-      busy = busy || (!conns_.empty() &&
-                      std::chrono::steady_clock::now() - lastMove < kBusyAfterMove);
+      busy =
+          busy || (!conns_.empty() && std::chrono::steady_clock::now() - lastMove < kBusyAfterMove);
     }
     ::poll(fds.data(), fds.size(), busy ? kBusyPollMs : kIdlePollMs);
     uint64_t drained;

@@ -26,7 +26,9 @@ static_assert(sizeof(WireHeader) == 16);
 
 NetComm::NetComm(std::unique_ptr<transport::Connection> conn, bool sender, std::string peer,
                  std::shared_ptr<void> keepAlive)
-    : conn_(std::move(conn)), sender_(sender), peer_(std::move(peer)),
+    : conn_(std::move(conn)),
+      sender_(sender),
+      peer_(std::move(peer)),
       keepAlive_(std::move(keepAlive)) {
   refs_ = conn_->referenceSends();
   for (auto& r : requests_) r.comm = this;
@@ -138,8 +140,8 @@ bool NetComm::progressReceives() {
                     " where the receive posted tag " + std::to_string(r->tag)),
                false;
       if (h.size > r->capacity)
-        return fail("sent a message of " + std::to_string(h.size) +
-                    " B into a receive of " + std::to_string(r->capacity) + " B"),
+        return fail("sent a message of " + std::to_string(h.size) + " B into a receive of " +
+                    std::to_string(r->capacity) + " B"),
                false;
       r->headerDone = true;
       r->size = h.size;

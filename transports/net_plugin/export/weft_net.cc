@@ -200,13 +200,15 @@ ncclNetResult_t listen(int dev, void* handleOut, void** listenComm) {
 bool readHandle(const void* raw, Handle* h, std::string* why) {
   std::memcpy(h, raw, sizeof(*h));
   if (h->magic != kHandleMagic) return *why = "not a Weft handle (magic)", false;
-  if (h->kind != static_cast<uint16_t>(Kind::kSocket) && h->kind != static_cast<uint16_t>(Kind::kIb))
+  if (h->kind != static_cast<uint16_t>(Kind::kSocket) &&
+      h->kind != static_cast<uint16_t>(Kind::kIb))
     return *why = "unknown connection kind " + std::to_string(h->kind), false;
   if (h->sockets < 1 || h->sockets > tcp::kMaxSockets)
     return *why = "bad socket count " + std::to_string(h->sockets), false;
   if (h->slots != kSlots || h->slotBytes != kSlotBytes)
     return *why = "slot shape " + std::to_string(h->slots) + " x " + std::to_string(h->slotBytes) +
-                  " differs from this build's", false;
+                  " differs from this build's",
+           false;
   sa_family_t family = 0;
   std::memcpy(&family, h->addr, sizeof(family));
   const bool ok = (family == AF_INET && h->addrLen == sizeof(sockaddr_in)) ||
@@ -345,13 +347,12 @@ ncclNetResult_t deregMr(void* comm, void* mhandle) {
 ncclNetResult_t isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void*,
                       void** request) {
   if (!sendComm || !request) return kNcclNetInvalidArgument;
-  return guard("isend", [&] {
-    return static_cast<NetComm*>(sendComm)->isend(data, size, tag, request);
-  });
+  return guard("isend",
+               [&] { return static_cast<NetComm*>(sendComm)->isend(data, size, tag, request); });
 }
 
-ncclNetResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void**,
-                      void**, void** request) {
+ncclNetResult_t irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void**, void**,
+                      void** request) {
   if (!recvComm || !request || !sizes || !tags || !data) return kNcclNetInvalidArgument;
   if (n != 1) return kNcclNetInvalidUsage;  // maxRecvs is 1
   return guard("irecv", [&] {
@@ -431,14 +432,15 @@ using namespace weft::netplugin;
 extern "C" {
 
 __attribute__((visibility("default"))) ncclNet_v11_t ncclNetPlugin_v11 = {
-    "Weft",  initV11,  devices,     getPropertiesV11, listenV11,     connectV11,  acceptAny,
-    regMr,   regMrDmaBuf, deregMr,  isend,            irecv,         iflush,      test,
-    closeComm, closeComm, closeListen, getDeviceMr,   irecvConsumed, makeVDevice, finalizeV11,
-    setNetAttr};
+    "Weft",        initV11,     devices,     getPropertiesV11, listenV11,   connectV11,
+    acceptAny,     regMr,       regMrDmaBuf, deregMr,          isend,       irecv,
+    iflush,        test,        closeComm,   closeComm,        closeListen, getDeviceMr,
+    irecvConsumed, makeVDevice, finalizeV11, setNetAttr};
 
 __attribute__((visibility("default"))) ncclNet_v10_t ncclNetPlugin_v10 = {
-    "Weft",  initV10,     devices,   getPropertiesV10, listen,        connectV10, acceptAny,
-    regMr,   regMrDmaBuf, deregMr,   isend,            irecv,         iflush,     test,
-    closeComm, closeComm, closeListen, getDeviceMr,    irecvConsumed, makeVDevice};
+    "Weft",        initV10,    devices,     getPropertiesV10, listen,      connectV10,
+    acceptAny,     regMr,      regMrDmaBuf, deregMr,          isend,       irecv,
+    iflush,        test,       closeComm,   closeComm,        closeListen, getDeviceMr,
+    irecvConsumed, makeVDevice};
 
 }  // extern "C"
