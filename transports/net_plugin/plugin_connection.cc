@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "src/common/error.h"
 #include "src/common/log.h"
@@ -19,7 +20,9 @@ namespace {
 
 constexpr uint32_t kHandleMagic = 0x48504e57;  // "WNPH": a listen handle on the control socket
 constexpr size_t kHandleMessageBytes = 8 + NCCL_NET_HANDLE_MAXSIZE;
-constexpr char kPoisoned = 'P', kGoodbye = 'B';
+constexpr char kPoisoned = 'P', kGoodbye = 'B';  // 'B' is followed by the count of messages
+// The longest a closing connection waits for its messages to leave.
+constexpr std::chrono::milliseconds kDrainLimit{10000};
 
 bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -93,9 +96,20 @@ PluginConnection::PluginConnection(NetPlugin* net, const PluginConnectionParams&
 PluginConnection::~PluginConnection() {
   ProgressThread::get().remove(this);
   std::lock_guard<std::mutex> lock(mu_);
+  // What the executor posted leaves first (bounded): the peer may still wait for it. Then the
+  // goodbye, which carries the count of messages, so that the peer takes it as the end only
+  // once all of them arrived (they travel on the plugin's own connections, not this socket).
+  const auto deadline = std::chrono::steady_clock::now() + std::min(p_.timeout, kDrainLimit);
+  while (ready_ && sent_ < posted_ && !failed_.load() && !poisoned_.load() &&
+         std::chrono::steady_clock::now() < deadline) {
+    progress();
+    if (sent_ < posted_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   if (fd_ >= 0) {
-    char bye = kGoodbye;
-    (void)::send(fd_, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    char bye[1 + sizeof(uint64_t)] = {kGoodbye};
+    const uint64_t count = sent_;
+    std::memcpy(bye + 1, &count, sizeof(count));
+    (void)writeAll(fd_, bye, sizeof(bye), std::chrono::milliseconds(1000));
     tcp::Engine::get().untrack(fd_);
     ::close(fd_);
   }
@@ -188,11 +202,18 @@ void PluginConnection::readControl() {
             return fail("sent a malformed handle message");
         }
       }
-      for (size_t i = used; i < static_cast<size_t>(n); ++i) {
-        if (buf[i] == kPoisoned) {
+      control_.append(buf + used, static_cast<size_t>(n) - used);
+      while (!control_.empty()) {
+        if (control_[0] == kPoisoned) {
           poisoned_.store(true, std::memory_order_release);
-        } else if (buf[i] == kGoodbye) {
-          peerEnded_.store(true, std::memory_order_release);
+          control_.erase(0, 1);
+        } else if (control_[0] == kGoodbye) {
+          if (control_.size() < 1 + sizeof(uint64_t)) break;
+          uint64_t count = 0;
+          std::memcpy(&count, control_.data() + 1, sizeof(count));
+          peerTotal_.store(count, std::memory_order_release);
+          goodbye_.store(true, std::memory_order_release);
+          control_.erase(0, 1 + sizeof(count));
         } else {
           return fail("sent a garbage control byte");
         }
@@ -200,7 +221,7 @@ void PluginConnection::readControl() {
       continue;
     }
     if (n == 0) controlClosed_ = true;  // nothing more to read: the thread stops watching
-    if (n == 0 && !peerEnded_.load())
+    if (n == 0 && !goodbye_.load())
       fail("closed its connection (process exited?)");
     else if (n < 0 && errno != EAGAIN && errno != EINTR)
       fail("control connection: " + std::string(std::strerror(errno)));
@@ -297,6 +318,7 @@ void PluginConnection::progressReceives() {
                   std::to_string(size - kSlotHeaderBytes) + " B arrived");
     recvReqs_[idx] = nullptr;
     recvSizes_[idx] = size;
+    arrived_.fetch_add(1, std::memory_order_release);
     ++events_;
   }
 }

@@ -16,7 +16,9 @@
 //
 // Failures: a plugin call or completion that fails fails the connection naming the peer; the
 // control socket stays open so that a peer that dies (EOF), poisons ('P') or says goodbye ('B')
-// is seen at once whatever the plugin does.
+// is seen at once whatever the plugin does. A closing side first lets its posted messages leave
+// (bounded), and its goodbye carries their count: the data travels on the plugin's connections,
+// not this socket, so the peer takes the goodbye as the end only once all of them arrived.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -76,7 +78,11 @@ class PluginConnection : public transport::Connection {
   Status health(std::string* why) override;
   void poison() override;
   bool poisoned() const override;
-  bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
+  // The peer said goodbye and every message it sent has arrived.
+  bool peerEnded() const override {
+    return goodbye_.load(std::memory_order_acquire) &&
+           arrived_.load(std::memory_order_acquire) >= peerTotal_.load(std::memory_order_acquire);
+  }
   const char* transportName() const override { return "net-plugin"; }
 
   // For the progress thread: one turn; true if anything moved.
@@ -133,7 +139,10 @@ class PluginConnection : public transport::Connection {
   std::vector<void*> recvReqs_;
   std::vector<int> recvSizes_;  // per slot: bytes that arrived, -1 while none
   std::atomic<bool> poisoned_{false};
-  std::atomic<bool> peerEnded_{false};
+  std::atomic<bool> goodbye_{false};
+  std::atomic<uint64_t> peerTotal_{0};  // messages the peer sent in all, from its goodbye
+  std::atomic<uint64_t> arrived_{0};    // messages that arrived here
+  std::string control_;                 // control bytes read but not parsed yet
   std::atomic<bool> failed_{false};
 };
 
