@@ -5,8 +5,10 @@
 // Weft on its own transports.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -125,6 +128,41 @@ TEST(PluginPreference, BetweenHostsByDefault) {
     pluginLinks += count(log, "net plugin Weft: rank " + std::to_string(p) + " connected to");
   }
   EXPECT_GE(pluginLinks, 2u);
+}
+
+// A rank killed while large allreduces run over the plugin: the others fail with a remote error
+// (the plugin's control socket closes without a goodbye), well before Weft's own timeout.
+TEST(PluginDeadPeer, KilledMidStreamIsAnErrorNotAHang) {
+  auto start = std::chrono::steady_clock::now();
+  auto codes = forkRanks(
+      3, 1,
+      [](auto& comms, auto& ranks, int) -> int {
+        std::vector<float> a(size_t(16) << 20, 1.0f), b(a.size());
+        if (ranks[0] == 2) {
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            kill(getpid(), SIGKILL);
+          }).detach();
+        }
+        for (int i = 0; i < 200; ++i) {
+          ncclResult_t r =
+              ncclAllReduce(a.data(), b.data(), a.size(), ncclFloat, ncclSum, comms[0], nullptr);
+          if (r == ncclRemoteError) return 0;
+          if (r != ncclSuccess) return 3;
+        }
+        return 1;
+      },
+      [](int p) {
+        setenv("WEFT_HOST_ID", ("host" + std::to_string(p)).c_str(), 1);
+        setenv("NCCL_NET_PLUGIN", WEFT_NET_PLUGIN_PATH, 1);
+        setenv("NCCL_NET", "Weft", 1);
+        setenv("WEFT_TIMEOUT_MS", "120000", 1);  // far longer than the test allows
+      },
+      90);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
 // A plugin whose init fails: one warning naming it, and the grid runs over Weft's tcp.
