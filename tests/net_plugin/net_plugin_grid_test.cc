@@ -90,6 +90,12 @@ TEST_P(PluginLoop, GridOverWeftsOwnPlugin) {
         EXPECT_GE(count(log, link), 1u) << "process " << p << " to " << q << "\n" << log;
       }
     EXPECT_EQ(tcpTransportLinks(log), 0u) << log;
+    // Where an RDMA port is active (WEFT_TEST_IB, the vm tests' guests), the plugin's comms are
+    // its ib ones (device 0).
+    if (getenv("WEFT_TEST_IB")) {
+      EXPECT_GE(count(log, "weft net plugin: weft-ib:"), 2u) << log;
+      EXPECT_EQ(count(log, "weft net plugin: weft-socket"), 0u) << log;
+    }
   }
 }
 

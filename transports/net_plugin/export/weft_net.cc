@@ -275,6 +275,7 @@ ncclNetResult_t connect(int dev, void* rawHandle, void** sendComm) {
       conn = std::move(ibc);
 #endif
     }
+    WEFT_INFO(NET, "weft net plugin: %s send comm to %s", d->name.c_str(), name.c_str());
     *sendComm = new NetComm(std::move(conn), true, name);
     return kNcclNetSuccess;
   });
@@ -320,6 +321,7 @@ ncclNetResult_t accept(void* listenComm, void** recvComm) {
       conn = std::move(ibc);
 #endif
     }
+    WEFT_INFO(NET, "weft net plugin: %s recv comm from %s", d->name.c_str(), name.c_str());
     lc->accepted = true;
     // The endpoint stays open as long as the comm: the peer's sockets may arrive later.
     *recvComm = new NetComm(std::move(conn), false, name, lc->endpoint);
