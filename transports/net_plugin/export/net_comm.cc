@@ -1,6 +1,7 @@
 #include "transports/net_plugin/export/net_comm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "src/common/log.h"
@@ -102,10 +103,11 @@ bool NetComm::progressSends() {
       conn_->post(sizeof(h), kHeaderTag);
       r->headerDone = true;
     }
-    const size_t piece = conn_->slotBytes();
+    // A piece fills a slot (a reference may not exceed one either: maxReferenceBytes()).
+    const size_t piece =
+        refs_ ? std::min(conn_->slotBytes(), refs_->maxReferenceBytes()) : conn_->slotBytes();
     while (r->moved < r->size) {
       const size_t n = std::min(piece, r->size - r->moved);
-      if (refs_ && n > refs_->maxReferenceBytes()) return fail("reference pieces too small"), false;
       void* slot = conn_->sendSlotFor(n);
       if (!slot) return true;
       if (refs_) {
@@ -196,7 +198,7 @@ ncclNetResult_t NetComm::test(NetRequest* r, int* done, int* size) {
   }
   if (!finished) return kNcclNetSuccess;
   *done = 1;
-  if (size) *size = static_cast<int>(r->send ? r->size : r->size);
+  if (size) *size = static_cast<int>(std::min<size_t>(r->size, INT32_MAX));
   r->inUse = false;
   return kNcclNetSuccess;
 }
