@@ -2,7 +2,9 @@
 // comma-separated list, libnccl-net-<name>.so is tried, then the name as given (a file name or
 // path); "none" loads nothing. The library's newest ncclNet symbol that Weft speaks is used
 // (ncclNetPlugin_v11, then _v10; nccl_net.h), its init() is called once per process with a
-// logger that writes to Weft's log, and it must report at least one device. Any failure is one
+// logger that writes to Weft's log (v11's per-communicator context is one context for the
+// process here, commId 0: Weft's connections do not outlive the process's use of the plugin),
+// and it must report at least one device. Weft uses device 0. Any failure is one
 // clear warning and no plugin: Weft then uses its own transports.
 //
 // A NetPlugin hides the version: its methods take the arguments every version has.
