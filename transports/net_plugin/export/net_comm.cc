@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "src/common/log.h"
 #include "transports/base/capabilities.h"
@@ -31,7 +32,10 @@ NetComm::NetComm(std::unique_ptr<transport::Connection> conn, bool sender, std::
       sender_(sender),
       peer_(std::move(peer)),
       keepAlive_(std::move(keepAlive)) {
-  refs_ = conn_->referenceSends();
+  // Sends by reference only where the receiver gets them in its slots like any message (tcp);
+  // references that a receiver reads from the sender's memory (ib zero copy) need recvMessage(),
+  // which this comm does not use.
+  if (std::string(conn_->transportName()) == "tcp") refs_ = conn_->referenceSends();
   for (auto& r : requests_) r.comm = this;
 }
 
@@ -110,7 +114,7 @@ bool NetComm::progressSends() {
       const size_t n = std::min(piece, r->size - r->moved);
       void* slot = conn_->sendSlotFor(n);
       if (!slot) return true;
-      if (refs_) {
+      if (refs_ && refs_->peerCanRead(r->data + r->moved, n)) {
         refs_->postReference(r->data + r->moved, static_cast<uint32_t>(n), kDataTag);
         r->lastPost = refs_->postedCount();
       } else {
