@@ -43,8 +43,12 @@ Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tunin
 
 void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
   const Tuning& tuning = tuningOr(ctx->tuning);
+  // tcp first where it is enabled: ib and the net plugin set their connections up over the tcp
+  // endpoint, and publish it themselves only where tcp is disabled.
+  Transport* tcp = tcpTransport();
+  if (tcp->enabled(tuning)) tcp->publish(ctx, self);
   for (Transport* t : transports())
-    if (t->enabled(tuning)) t->publish(ctx, self);
+    if (t != tcp && t->enabled(tuning)) t->publish(ctx, self);
 }
 
 PeerInfo localPeerInfo(int rank) {

@@ -50,11 +50,11 @@ class NetPluginTransport : public Transport {
     const Tuning& tuning = tuningOr(ctx->tuning);
     netplugin::NetPlugin* p = netplugin::pluginFor(tuning.netPlugin);
     if (!p) return;
-    // The handles go through the tcp engine's endpoint: tcp publishes it after this transport
-    // where it is enabled (canConnect checks that it did), else the plugin publishes it now.
-    const bool tcpPublishes = tcpTransport()->enabled(tuning);
-    if (!tcpPublishes && tcp::publishedBy(*self).addrLen == 0) tcpTransport()->publish(ctx, self);
-    if (!tcpPublishes && tcp::publishedBy(*self).addrLen == 0) {
+    // The handles go through the tcp engine's endpoint: published by tcp before the others
+    // where it is enabled (registry.cc), else by the plugin now.
+    if (!tcpTransport()->enabled(tuning) && tcp::publishedBy(*self).addrLen == 0)
+      tcpTransport()->publish(ctx, self);
+    if (tcp::publishedBy(*self).addrLen == 0) {
       WEFT_WARN(NET, "net plugin %s unavailable on rank %d: no tcp endpoint for its setup",
                 p->name().c_str(), ctx->rank);
       return;
