@@ -17,12 +17,14 @@ namespace weft::transport {
 Transport* localTransport();
 Transport* shmTransport();
 Transport* tcpTransport();
+Transport* netPluginTransport();
 #ifdef WEFT_HAVE_IB
 Transport* ibTransport();
 #endif
 
 const std::vector<Transport*>& transports() {
   static const std::vector<Transport*> kAll = {localTransport(), shmTransport(),
+                                               netPluginTransport(),
 #ifdef WEFT_HAVE_IB
                                                ibTransport(),
 #endif
@@ -35,14 +37,18 @@ Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tunin
     if (t->enabled(tuning) && t->canConnect(self, peer)) return *t;
   fail(Status::kSystemError, "no transport can connect rank " + std::to_string(self.rank) +
                                  " to rank " + std::to_string(peer.rank) +
-                                 " (different hosts need the tcp transport: check NCCL_NET; "
-                                 "is shm disabled?)");
+                                 " (different hosts need a network transport: check NCCL_NET "
+                                 "and NCCL_NET_PLUGIN; is shm disabled?)");
 }
 
 void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
   const Tuning& tuning = tuningOr(ctx->tuning);
+  // tcp first where it is enabled: ib and the net plugin set their connections up over the tcp
+  // endpoint, and publish it themselves only where tcp is disabled.
+  Transport* tcp = tcpTransport();
+  if (tcp->enabled(tuning)) tcp->publish(ctx, self);
   for (Transport* t : transports())
-    if (t->enabled(tuning)) t->publish(ctx, self);
+    if (t != tcp && t->enabled(tuning)) t->publish(ctx, self);
 }
 
 PeerInfo localPeerInfo(int rank) {

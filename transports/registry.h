@@ -9,7 +9,7 @@
 
 namespace weft::transport {
 
-// Transports by priority (local, shm, tcp).
+// Transports by priority (local, shm, net plugin, ib, tcp).
 const std::vector<Transport*>& transports();
 // The first transport enabled under `tuning` that can link `self` and `peer`; throws if none can.
 Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tuning& tuning);

@@ -108,8 +108,13 @@ const std::vector<Knob>& knobs() {
        "1 disables direct peer-memory transports (in host mode: the in-process one; ranks fall "
        "back to shm)"},
       {"NCCL_NET", "WEFT_NET", "",
-       "network transport between hosts: IB (ibverbs) or Socket (tcp); empty: ib where both ranks "
+       "network transport between hosts: IB (ibverbs), Socket (tcp) or the name of the plugin "
+       "NCCL_NET_PLUGIN loaded; empty: the plugin where one is loaded, else ib where both ranks "
        "have an active RDMA port, else tcp; anything else leaves no network transport"},
+      {"NCCL_NET_PLUGIN", "WEFT_NET_PLUGIN", "",
+       "external network plugin (NCCL's ncclNet v11/v10): a comma list of names, each tried as "
+       "libnccl-net-<name>.so, then as given (a file or path); none or empty: no plugin. A "
+       "loaded plugin carries traffic between hosts; NCCL_NET=<its name> selects it alone"},
       {"NCCL_IB_DISABLE", "WEFT_IB_DISABLE", "0", "1 disables the ibverbs transport"},
       {"NCCL_IB_HCA", "WEFT_IB_HCA", "",
        "ib: devices to use, e.g. mlx5_0:1,mlx5_1 (^ excludes the listed ones, = matches names "

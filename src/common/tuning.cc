@@ -63,6 +63,7 @@ Tuning Tuning::fromEnvironment() {
   t.p2pDisabled = env::getInt("NCCL_P2P_DISABLE") != 0;
   t.commId = env::get("NCCL_COMM_ID");
   t.net = lowerCase(env::get("NCCL_NET"));
+  t.netPlugin = env::get("NCCL_NET_PLUGIN");
   t.socketIfname = env::get("NCCL_SOCKET_IFNAME");
   t.socketFamily = env::get("NCCL_SOCKET_FAMILY");
   t.socketThreads =

@@ -54,6 +54,7 @@ struct Tuning {
 
   // --- TCP (transports/tcp) and the bootstrap's interface choice.
   std::string net;              // NCCL_NET
+  std::string netPlugin;        // NCCL_NET_PLUGIN
   std::string socketIfname;     // NCCL_SOCKET_IFNAME
   std::string socketFamily;     // NCCL_SOCKET_FAMILY
   int socketThreads = 1;        // NCCL_SOCKET_NTHREADS

@@ -42,6 +42,11 @@ class Conformance : public ::testing::TestWithParam<const char*> {
       if (name == "ib-qps") setenv("NCCL_IB_QPS_PER_CONNECTION", "3", 1);
       name = "ib";
     }
+    if (name == "net-plugin") {
+      // Weft's own tcp through NCCL's plugin ABI: libnccl-net-weft.so loaded back.
+      setenv("NCCL_NET_PLUGIN", WEFT_NET_PLUGIN_PATH, 1);
+      setenv("NCCL_NET", "Weft", 1);
+    }
     pair_ = std::make_unique<TransportPair>(name);
   }
   void TearDown() override {
@@ -50,6 +55,7 @@ class Conformance : public ::testing::TestWithParam<const char*> {
     unsetenv("WEFT_TCP_MIN_PART");
     unsetenv("NCCL_NET");
     unsetenv("NCCL_IB_QPS_PER_CONNECTION");
+    unsetenv("NCCL_NET_PLUGIN");
   }
   std::unique_ptr<TransportPair> pair_;
 };
@@ -307,7 +313,8 @@ TEST_P(Conformance, PoisonReachesThePeer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, Conformance,
-                         ::testing::Values("local", "shm", "tcp", "tcp-striped", "ib", "ib-qps"),
+                         ::testing::Values("local", "shm", "tcp", "tcp-striped", "ib", "ib-qps",
+                                           "net-plugin"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

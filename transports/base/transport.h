@@ -28,6 +28,8 @@ struct PeerInfo {
   // layer); rdmaEndpointBytes 0 where it has none.
   uint8_t rdmaEndpoint[16] = {};
   uint32_t rdmaEndpointBytes = 0;
+  // The external network plugin this rank loaded (transports/net_plugin), 0 where none.
+  uint64_t netPluginId = 0;
 };
 
 // Everything a transport needs to connect this rank to a peer.

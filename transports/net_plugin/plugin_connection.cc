@@ -1,0 +1,421 @@
+#include "transports/net_plugin/plugin_connection.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "src/common/error.h"
+#include "src/common/log.h"
+#include "transports/net_plugin/plugin_progress.h"
+#include "transports/tcp/wire.h"
+
+namespace weft::netplugin {
+namespace {
+
+constexpr uint32_t kHandleMagic = 0x48504e57;  // "WNPH": a listen handle on the control socket
+constexpr size_t kHandleMessageBytes = 8 + NCCL_NET_HANDLE_MAXSIZE;
+constexpr char kPoisoned = 'P', kGoodbye = 'B';  // 'B' is followed by the count of messages
+// The longest a closing connection waits for its messages to leave.
+constexpr std::chrono::milliseconds kDrainLimit{10000};
+
+bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto* p = static_cast<const uint8_t*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLOUT, 0};
+    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
+  }
+  return true;
+}
+
+}  // namespace
+
+ControlDrop::~ControlDrop() {
+  if (fd_ >= 0) {
+    tcp::Engine::get().untrack(fd_);
+    ::close(fd_);
+  }
+}
+
+void ControlDrop::attach(const tcp::Hello&, int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ >= 0) {  // the peer opens one control socket per connection
+    tcp::Engine::get().untrack(fd);
+    ::close(fd);
+    return;
+  }
+  fd_ = fd;
+  ProgressThread::get().wake();
+}
+
+int ControlDrop::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+PluginConnection::PluginConnection(NetPlugin* net, const PluginConnectionParams& p)
+    : net_(net), p_(p) {
+  if (p_.slots == 0 || p_.slotBytes == 0 || p_.slotBytes > (size_t{1} << 30))
+    weft::fail(Status::kInvalidArgument, "net plugin: unusable FIFO of " +
+                                             std::to_string(p_.slots) + " x " +
+                                             std::to_string(p_.slotBytes) + " B");
+  sendBuf_.resize(p_.slots * stride());
+  recvBuf_.resize(p_.slots * stride());
+  sendReqs_.assign(p_.slots, nullptr);
+  recvReqs_.assign(p_.slots, nullptr);
+  recvSizes_.assign(p_.slots, -1);
+  ncclNetResult_t r = net_->listen(p_.device, myHandle_ + 8, &listenComm_);
+  if (r != kNcclNetSuccess || !listenComm_)
+    weft::fail(Status::kSystemError, "net plugin " + net_->name() + ": listen() on device " +
+                                         std::to_string(p_.device) + " failed (" + resultName(r) +
+                                         ")");
+  const uint32_t header[2] = {kHandleMagic, NCCL_NET_HANDLE_MAXSIZE};
+  std::memcpy(myHandle_, header, sizeof(header));
+  setupDeadline_ = std::chrono::steady_clock::now() + p_.timeout;
+  ProgressThread::get().add(this);
+}
+
+PluginConnection::~PluginConnection() {
+  ProgressThread::get().remove(this);
+  std::lock_guard<std::mutex> lock(mu_);
+  // What the executor posted leaves first (bounded): the peer may still wait for it. Then the
+  // goodbye, which carries the count of messages, so that the peer takes it as the end only
+  // once all of them arrived (they travel on the plugin's own connections, not this socket).
+  const auto deadline = std::chrono::steady_clock::now() + std::min(p_.timeout, kDrainLimit);
+  while (ready_ && sent_ < posted_ && !failed_.load() && !poisoned_.load() &&
+         std::chrono::steady_clock::now() < deadline) {
+    progress();
+    if (sent_ < posted_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (fd_ >= 0) {
+    char bye[1 + sizeof(uint64_t)] = {kGoodbye};
+    const uint64_t count = sent_;
+    std::memcpy(bye + 1, &count, sizeof(count));
+    (void)writeAll(fd_, bye, sizeof(bye), std::chrono::milliseconds(1000));
+    tcp::Engine::get().untrack(fd_);
+    ::close(fd_);
+  }
+  if (sendMr_) net_->deregMr(sendComm_, sendMr_);
+  if (recvMr_) net_->deregMr(recvComm_, recvMr_);
+  if (sendComm_) net_->closeSend(sendComm_);
+  if (recvComm_) net_->closeRecv(recvComm_);
+  if (listenComm_) net_->closeListen(listenComm_);
+}
+
+std::string PluginConnection::peerName() const {
+  return "rank " + std::to_string(p_.peer) + " (net plugin " + net_->name() + ", channel " +
+         std::to_string(p_.channel) + ")";
+}
+
+void PluginConnection::fail(const std::string& why) {
+  if (failed_.exchange(true)) return;
+  error_ = "net plugin: " + peerName() + ": " + why;
+  ++events_;
+  WEFT_WARN(NET, "%s", error_.c_str());
+}
+
+void PluginConnection::start(const bootstrap::SocketAddress& peerAddress,
+                             const uint8_t* peerToken) {
+  int fd = ::socket(peerAddress.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    weft::fail(Status::kSystemError, "net plugin: socket: " + std::string(std::strerror(errno)));
+  timeval tv{};
+  tv.tv_sec = std::max<int64_t>(1, p_.timeout.count() / 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds the blocking connect
+  if (::connect(fd, peerAddress.get(), peerAddress.length()) != 0) {
+    int err = errno;
+    ::close(fd);
+    weft::fail(Status::kRemoteError, "net plugin: control connection to " + peerName() + " at " +
+                                         peerAddress.toString() + ": " + std::strerror(err));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  tcp::Engine::get().track(fd);
+  tcp::Hello h;
+  h.commHash = p_.commHash;
+  h.srcRank = p_.rank;
+  h.dstRank = p_.peer;
+  h.channel = static_cast<uint32_t>(p_.channel);
+  h.sockets = 1;
+  h.slots = p_.slots;
+  h.slotBytes = p_.slotBytes;
+  std::memcpy(h.token, peerToken, tcp::kTokenBytes);
+  uint8_t hello[tcp::kHelloBytes];
+  tcp::encodeHello(h, hello);
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_ = fd;
+  if (!writeAll(fd_, hello, sizeof(hello), p_.timeout)) fail("could not send the hello");
+  sendHandle();
+}
+
+void PluginConnection::awaitPeer(std::shared_ptr<ControlDrop> drop) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_ = std::move(drop);
+  }
+  ProgressThread::get().wake();
+}
+
+void PluginConnection::sendHandle() {
+  if (handleSent_ || fd_ < 0) return;
+  if (!writeAll(fd_, myHandle_, kHandleMessageBytes, p_.timeout))
+    fail("could not send the listen handle: " + std::string(std::strerror(errno)));
+  handleSent_ = true;
+}
+
+void PluginConnection::readControl() {
+  if (fd_ < 0 || controlClosed_) return;
+  for (;;) {
+    // The handle first (kHandleMessageBytes), then single control bytes.
+    char buf[256];
+    size_t want =
+        peerHandleGot_ < kHandleMessageBytes ? kHandleMessageBytes - peerHandleGot_ : sizeof(buf);
+    ssize_t n = ::recv(fd_, buf, want, MSG_DONTWAIT);
+    if (n > 0) {
+      ++events_;
+      size_t used = 0;
+      if (peerHandleGot_ < kHandleMessageBytes) {
+        std::memcpy(peerHandle_ + peerHandleGot_, buf, static_cast<size_t>(n));
+        peerHandleGot_ += static_cast<size_t>(n);
+        used = static_cast<size_t>(n);
+        if (peerHandleGot_ == kHandleMessageBytes) {
+          uint32_t header[2];
+          std::memcpy(header, peerHandle_, sizeof(header));
+          if (header[0] != kHandleMagic || header[1] != NCCL_NET_HANDLE_MAXSIZE)
+            return fail("sent a malformed handle message");
+        }
+      }
+      control_.append(buf + used, static_cast<size_t>(n) - used);
+      while (!control_.empty()) {
+        if (control_[0] == kPoisoned) {
+          poisoned_.store(true, std::memory_order_release);
+          control_.erase(0, 1);
+        } else if (control_[0] == kGoodbye) {
+          if (control_.size() < 1 + sizeof(uint64_t)) break;
+          uint64_t count = 0;
+          std::memcpy(&count, control_.data() + 1, sizeof(count));
+          peerTotal_.store(count, std::memory_order_release);
+          goodbye_.store(true, std::memory_order_release);
+          control_.erase(0, 1 + sizeof(count));
+        } else {
+          return fail("sent a garbage control byte");
+        }
+      }
+      continue;
+    }
+    if (n == 0) controlClosed_ = true;  // nothing more to read: the thread stops watching
+    if (n == 0 && !goodbye_.load())
+      fail("closed its connection (process exited?)");
+    else if (n < 0 && errno != EAGAIN && errno != EINTR)
+      fail("control connection: " + std::string(std::strerror(errno)));
+    return;
+  }
+}
+
+bool PluginConnection::progressSetup() {
+  if (fd_ < 0 && drop_) {
+    fd_ = drop_->take();
+    if (fd_ >= 0) {
+      drop_.reset();
+      sendHandle();
+    }
+  }
+  readControl();
+  if (failed_.load()) return false;
+  if (peerHandleGot_ == kHandleMessageBytes) {
+    ncclNetResult_t r = kNcclNetSuccess;
+    if (!sendComm_) r = net_->connect(p_.device, peerHandle_ + 8, &sendComm_);
+    if (r == kNcclNetSuccess && !recvComm_) r = net_->accept(listenComm_, &recvComm_);
+    if (r != kNcclNetSuccess)
+      return fail(std::string("connect/accept failed (") + resultName(r) + ")"), false;
+  }
+  if (!sendComm_ || !recvComm_) {
+    if (std::chrono::steady_clock::now() > setupDeadline_)
+      return fail("the connection was not set up within " + std::to_string(p_.timeout.count()) +
+                  " ms"),
+             false;
+    return true;
+  }
+  ncclNetResult_t r = net_->regMr(sendComm_, sendBuf_.data(), sendBuf_.size(), &sendMr_);
+  if (r == kNcclNetSuccess) r = net_->regMr(recvComm_, recvBuf_.data(), recvBuf_.size(), &recvMr_);
+  if (r != kNcclNetSuccess)
+    return fail(std::string("regMr of host memory failed (") + resultName(r) + ")"), false;
+  net_->closeListen(listenComm_);
+  listenComm_ = nullptr;
+  ready_ = true;
+  ++events_;
+  WEFT_INFO(NET, "net plugin %s: rank %d connected to rank %d channel %d", net_->name().c_str(),
+            p_.rank, p_.peer, p_.channel);
+  return true;
+}
+
+void PluginConnection::progressSends() {
+  while (wired_ < posted_) {
+    char* slot = sendBuffer(wired_);
+    uint32_t header[2];
+    std::memcpy(header, slot, sizeof(header));
+    void* req = nullptr;
+    ncclNetResult_t r =
+        net_->isend(sendComm_, slot, kSlotHeaderBytes + header[0], 0, sendMr_, &req);
+    if (r != kNcclNetSuccess) return fail(std::string("isend failed (") + resultName(r) + ")");
+    if (!req) break;  // the peer has no receive posted yet
+    sendReqs_[wired_ % p_.slots] = req;
+    ++wired_;
+    ++events_;
+  }
+  while (sent_ < wired_) {
+    int done = 0, size = 0;
+    ncclNetResult_t r = net_->test(sendReqs_[sent_ % p_.slots], &done, &size);
+    if (r != kNcclNetSuccess) return fail(std::string("a send failed (") + resultName(r) + ")");
+    if (!done) break;
+    sendReqs_[sent_ % p_.slots] = nullptr;
+    ++sent_;
+    ++events_;
+  }
+}
+
+void PluginConnection::progressReceives() {
+  while (recvPosted_ < recvHead_ + p_.slots) {
+    void* req = nullptr;
+    ncclNetResult_t r = net_->irecv(recvComm_, recvBuffer(recvPosted_), stride(), 0, recvMr_, &req);
+    if (r != kNcclNetSuccess) return fail(std::string("irecv failed (") + resultName(r) + ")");
+    if (!req) break;
+    recvReqs_[recvPosted_ % p_.slots] = req;
+    recvSizes_[recvPosted_ % p_.slots] = -1;
+    ++recvPosted_;
+  }
+  // Completions in order: the oldest receive that has not completed yet.
+  for (uint64_t i = recvHead_; i < recvPosted_; ++i) {
+    const size_t idx = i % p_.slots;
+    if (recvSizes_[idx] >= 0) continue;
+    int done = 0, size = 0;
+    ncclNetResult_t r = net_->test(recvReqs_[idx], &done, &size);
+    if (r != kNcclNetSuccess) return fail(std::string("a receive failed (") + resultName(r) + ")");
+    if (!done) break;
+    uint32_t header[2];
+    if (size < static_cast<int>(kSlotHeaderBytes) || static_cast<size_t>(size) > stride())
+      return fail("delivered " + std::to_string(size) + " B, not a slot message");
+    std::memcpy(header, recvBuffer(i), sizeof(header));
+    if (header[0] != static_cast<uint32_t>(size) - kSlotHeaderBytes)
+      return fail("sent a slot whose header says " + std::to_string(header[0]) + " B where " +
+                  std::to_string(size - kSlotHeaderBytes) + " B arrived");
+    recvReqs_[idx] = nullptr;
+    recvSizes_[idx] = size;
+    arrived_.fetch_add(1, std::memory_order_release);
+    ++events_;
+  }
+}
+
+bool PluginConnection::progress() {
+  if (failed_.load()) return false;
+  if (!ready_) {
+    if (!progressSetup() || !ready_) return !failed_.load();
+  } else {
+    readControl();
+  }
+  if (failed_.load()) return false;
+  progressSends();
+  if (!failed_.load()) progressReceives();
+  return !failed_.load();
+}
+
+void* PluginConnection::sendSlot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (posted_ - sent_ >= p_.slots) progress();
+  if (posted_ - sent_ >= p_.slots) return nullptr;
+  return sendBuffer(posted_) + kSlotHeaderBytes;
+}
+
+void PluginConnection::post(uint32_t bytes, uint32_t tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t header[2] = {bytes, tag};
+  std::memcpy(sendBuffer(posted_), header, sizeof(header));
+  ++posted_;
+  if (ready_) progress();
+}
+
+const void* PluginConnection::recvSlot(uint32_t* bytes, uint32_t* tag) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t idx = recvHead_ % p_.slots;
+  if (!ready_ || recvSizes_[idx] < 0 || recvHead_ >= recvPosted_) progress();
+  if (!ready_ || recvHead_ >= recvPosted_ || recvSizes_[idx] < 0) return nullptr;
+  uint32_t header[2];
+  std::memcpy(header, recvBuffer(recvHead_), sizeof(header));
+  *bytes = header[0];
+  *tag = header[1];
+  return recvBuffer(recvHead_) + kSlotHeaderBytes;
+}
+
+void PluginConnection::release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  recvSizes_[recvHead_ % p_.slots] = -1;
+  ++recvHead_;
+  progress();  // posts the receive for the freed slot
+}
+
+Status PluginConnection::health(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  progress();
+  if (failed_.load()) {
+    *why = error_;
+    return Status::kRemoteError;
+  }
+  if (poisoned_.load()) {
+    *why = "net plugin: " + peerName() + " poisoned the connection";
+    return Status::kRemoteError;
+  }
+  return Status::kSuccess;
+}
+
+bool PluginConnection::poisoned() const {
+  if (poisoned_.load(std::memory_order_acquire)) return true;
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (lock.owns_lock()) const_cast<PluginConnection*>(this)->readControl();
+  return poisoned_.load(std::memory_order_acquire);
+}
+
+void PluginConnection::poison() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (poisoned_.exchange(true)) return;
+  if (fd_ >= 0) {
+    char p = kPoisoned;
+    (void)writeAll(fd_, &p, 1, std::chrono::milliseconds(1000));
+  }
+}
+
+bool PluginConnection::backgroundPass() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t before = events_;
+  progress();
+  if (events_ != before && p_.bell) p_.bell->ring();
+  return events_ != before;
+}
+
+bool PluginConnection::busy() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !failed_.load() && (!ready_ || sent_ < posted_);
+}
+
+int PluginConnection::controlFd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return controlClosed_ || failed_.load() ? -1 : fd_;
+}
+
+}  // namespace weft::netplugin
