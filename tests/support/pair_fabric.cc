@@ -13,18 +13,13 @@
 
 namespace weft::test {
 
-// Page-aligned, zeroed memory of a pair block.
-struct PairFabric::Block {
-  void* mem = nullptr;
-  explicit Block(size_t bytes) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    mem = std::aligned_alloc(4096, rounded);
-    std::memset(mem, 0, rounded);
-  }
-  ~Block() { std::free(mem); }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-};
+ZeroedPages::ZeroedPages(size_t bytes) {
+  const size_t rounded = (bytes + 4095) / 4096 * 4096;
+  mem = std::aligned_alloc(4096, rounded);
+  std::memset(mem, 0, rounded);
+}
+
+ZeroedPages::~ZeroedPages() { std::free(mem); }
 
 class PairFabric::RankConnections : public exec::ConnectionSource {
  public:
@@ -65,9 +60,9 @@ transport::Connection* PairFabric::connection(int rank, int peer, int channel) {
   auto it = conns_.find(key);
   if (it != conns_.end()) return it->second.get();
   auto pairKey = std::make_tuple(std::min(rank, peer), std::max(rank, peer), channel);
-  std::shared_ptr<Block>& block = blocks_[pairKey];
+  std::shared_ptr<ZeroedPages>& block = blocks_[pairKey];
   if (!block) {
-    block = std::make_shared<Block>(transport::pairBytes(ctx_[rank]));
+    block = std::make_shared<ZeroedPages>(transport::pairBytes(ctx_[rank]));
     transport::pairInit(block->mem, ctx_[rank]);
   }
   auto conn = transport::pairConnection(

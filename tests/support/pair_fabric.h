@@ -16,6 +16,15 @@
 
 namespace weft::test {
 
+// Page-aligned, zeroed memory (the size rounded up to whole pages), freed with the object.
+struct ZeroedPages {
+  void* mem = nullptr;
+  explicit ZeroedPages(size_t bytes);
+  ~ZeroedPages();
+  ZeroedPages(const ZeroedPages&) = delete;
+  ZeroedPages& operator=(const ZeroedPages&) = delete;
+};
+
 class PairFabric {
  public:
   // `commHash` names the ranks' communicator in the pair blocks.
@@ -31,13 +40,12 @@ class PairFabric {
   Doorbell* bell(int rank) { return bells_[rank].get(); }
 
  private:
-  struct Block;
   class RankConnections;
   std::vector<transport::PeerInfo> peers_;
   std::vector<std::shared_ptr<Doorbell>> bells_;
   std::vector<transport::ConnectContext> ctx_;
   std::vector<std::unique_ptr<RankConnections>> sources_;
-  std::map<std::tuple<int, int, int>, std::shared_ptr<Block>> blocks_;
+  std::map<std::tuple<int, int, int>, std::shared_ptr<ZeroedPages>> blocks_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<transport::Connection>> conns_;
 };
 

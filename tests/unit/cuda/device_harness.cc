@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <thread>
@@ -18,19 +16,6 @@
 
 namespace weft::cuda::test {
 namespace {
-
-// Aligned, zeroed memory.
-struct Block {
-  void* mem = nullptr;
-  explicit Block(size_t bytes) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    mem = std::aligned_alloc(4096, rounded);
-    std::memset(mem, 0, rounded);
-  }
-  ~Block() { std::free(mem); }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-};
 
 // One rank's buffers for one run. In place: one buffer holding the input at inOff and the output
 // at outOff (elements).
@@ -81,13 +66,13 @@ class HostFifos {
   HostFifos(uint32_t slots, uint32_t slotBytes) : slots_(slots), slotBytes_(slotBytes) {}
   DeviceFifo fifo(int from, int to, int channel) {
     auto& block = blocks_[std::make_tuple(from, to, channel)];
-    if (!block) block = std::make_unique<Block>(fifoBytes(slots_, slotBytes_));
+    if (!block) block = std::make_unique<weft::test::ZeroedPages>(fifoBytes(slots_, slotBytes_));
     return fifoAt(block->mem, slots_, slotBytes_);
   }
 
  private:
   uint32_t slots_, slotBytes_;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Block>> blocks_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<weft::test::ZeroedPages>> blocks_;
 };
 
 // A rank's state kept from run to run: its lowered plan, FIFO tables and counters.
