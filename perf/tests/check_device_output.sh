@@ -8,24 +8,9 @@ set -u
 memory=$1
 ranks=$2
 shift 2
-out=$(mktemp)
-err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. "$(dirname "$0")/output_checks.sh"
 
-"$@" >"$out" 2>"$err"
-status=$?
-cat "$out"
-cat "$err" >&2
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-[ "$status" -eq 0 ] || fail "exit status $status"
-
-expect_count() {
-  n=$(grep -cE -- "$1" "$out")
-  [ "$n" -eq "$2" ] || fail "expected $2 lines matching '$1', found $n"
-}
+run_checked "$@"
 
 expect_count "^# Buffers in $memory memory" 1
 if [ "$memory" = device ]; then

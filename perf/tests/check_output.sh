@@ -5,27 +5,9 @@
 set -u
 weftrun=$1
 perf=$2
-out=$(mktemp)
-err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. "$(dirname "$0")/output_checks.sh"
 
-"$weftrun" -n 2 "$perf" -b 8 -e 64K -f 4 -n 2 -w 1 -c 1 >"$out" 2>"$err"
-status=$?
-cat "$out"
-cat "$err" >&2
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-[ "$status" -eq 0 ] || fail "exit status $status"
-
-expect_line() {
-  grep -qxF -- "$1" "$out" || fail "missing line: '$1'"
-}
-expect_count() {
-  n=$(grep -cE -- "$1" "$out")
-  [ "$n" -eq "$2" ] || fail "expected $2 lines matching '$1', found $n"
-}
+run_checked "$weftrun" -n 2 "$perf" -b 8 -e 64K -f 4 -n 2 -w 1 -c 1
 
 expect_count '^# Weft perf tests version [0-9.]+ nccl-headers=[0-9]+ nccl-library=[0-9]+$' 1
 expect_line '# Collective test starting: all_reduce_perf'

@@ -2,12 +2,12 @@
 // legacy descriptor - and deterministic malformed variants (every truncation, every bit flip,
 // hostile sizes and offsets), so the malformed-input coverage runs in every build. The seeds must
 // be accepted and the hostile inputs refused. `--emit DIR` writes the seeds for libFuzzer.
-#include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tests/fuzz/cuda_ipc_check.h"
+#include "tests/fuzz/seed_replay.h"
+#include "tests/support/ipc_descriptors.h"
 
 namespace {
 
@@ -19,32 +19,24 @@ std::string bytesOf(const IpcDescriptor& d) {
 }
 
 IpcDescriptor cuMem() {
-  IpcDescriptor d;
-  d.kind = static_cast<uint16_t>(IpcKind::kCuMemFd);
-  d.ownerPid = 1234;
-  d.ownerDevice = 0;
-  d.allocationId = 1;
-  d.ownerBase = 0x7f0000200000;
-  d.allocationBytes = 2 << 20;
-  d.offset = 0;
-  d.length = 2 << 20;
-  d.ownerFd = 40;
-  d.socketNonce = 0xabcdef;
-  d.secret = 0x5eed;
-  return d;
+  return weft::test::cuMemIpcDescriptor({.ownerPid = 1234,
+                                         .ownerDevice = 0,
+                                         .allocationId = 1,
+                                         .ownerBase = 0x7f0000200000,
+                                         .allocationBytes = 2 << 20,
+                                         .length = 2 << 20},
+                                        40, 0xabcdef, 0x5eed);
 }
 
 IpcDescriptor legacy() {
-  IpcDescriptor d;
-  d.kind = static_cast<uint16_t>(IpcKind::kLegacy);
-  d.ownerPid = 1235;
-  d.allocationId = 9;
-  d.ownerBase = 0x7f0000000000;
-  d.allocationBytes = 1 << 20;
-  d.offset = 512;
-  d.length = 1024;
-  d.legacyHandle[0] = 1;
-  return d;
+  const unsigned char handle[] = {1};
+  return weft::test::legacyIpcDescriptor({.ownerPid = 1235,
+                                          .allocationId = 9,
+                                          .ownerBase = 0x7f0000000000,
+                                          .allocationBytes = 1 << 20,
+                                          .offset = 512,
+                                          .length = 1024},
+                                         handle);
 }
 
 std::vector<std::string> acceptedSeeds() { return {bytesOf(cuMem()), bytesOf(legacy())}; }
@@ -71,40 +63,13 @@ std::vector<std::string> refusedInputs() {
   return out;
 }
 
-int failures = 0;
-
-void expect(bool accepted, bool want, const std::string& input, const char* what) {
-  if (accepted == want) return;
-  std::fprintf(stderr, "%s input of %zu bytes was %s\n", what, input.size(),
-               accepted ? "accepted" : "refused");
-  ++failures;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--emit") {
-    int i = 0;
-    for (const std::string& s : acceptedSeeds())
-      std::ofstream(std::string(argv[2]) + "/seed" + std::to_string(i++), std::ios::binary) << s;
-    return 0;
-  }
-  size_t runs = 0;
-  for (const std::string& s : acceptedSeeds()) {
-    expect(weft::fuzz::checkCudaIpcInput(s), true, s, "seed");
-    ++runs;
-    for (size_t len = 0; len < s.size(); ++len, ++runs)
-      expect(weft::fuzz::checkCudaIpcInput(s.substr(0, len)), false, s, "truncated");
-    for (size_t bit = 0; bit < s.size() * 8; ++bit, ++runs) {
-      std::string v = s;
-      v[bit / 8] = static_cast<char>(v[bit / 8] ^ (1 << (bit % 8)));
-      weft::fuzz::checkCudaIpcInput(v);
-    }
-  }
-  for (const std::string& s : refusedInputs()) {
-    expect(weft::fuzz::checkCudaIpcInput(s), false, s, "hostile");
-    ++runs;
-  }
-  std::printf("%zu CUDA IPC inputs checked, %d unexpected\n", runs, failures);
-  return failures == 0 ? 0 : 1;
+  if (weft::fuzz::emitSeeds(argc, argv, acceptedSeeds())) return 0;
+  weft::fuzz::SeedReplay replay(weft::fuzz::checkCudaIpcInput);
+  replay.truncationsRefused = true;
+  replay.seeds(acceptedSeeds());
+  replay.hostile(refusedInputs());
+  return replay.report("CUDA IPC");
 }

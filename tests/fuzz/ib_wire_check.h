@@ -13,10 +13,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 
+#include "tests/fuzz/field_reader.h"
 #include "transports/ib/wire.h"
 
 namespace weft::fuzz {
@@ -32,21 +32,15 @@ namespace weft::fuzz {
 // Returns whether the offer was accepted.
 inline bool checkIbOffer(std::string_view input) {
   using namespace weft::ib;
-  size_t at = 0;
-  auto take = [&](void* out, size_t n) {
-    std::memset(out, 0, n);
-    const size_t have = std::min(n, input.size() - std::min(at, input.size()));
-    if (have) std::memcpy(out, input.data() + at, have);
-    at += n;
-  };
+  FieldReader in(input);
   LandingOffer o;
-  take(&o, sizeof o);
+  in.bytes(&o, sizeof o);
   uint32_t entry = 0, slots = 0;
   uint64_t credited = 0, wired = 0;
-  take(&entry, 4);
-  take(&slots, 4);
-  take(&credited, 8);
-  take(&wired, 8);
+  in.bytes(&entry, 4);
+  in.bytes(&slots, 4);
+  in.bytes(&credited, 8);
+  in.bytes(&wired, 8);
   slots = std::max<uint32_t>(1, slots % kMaxSlots);
   const bool accepted = checkLandingOffer(o, entry, slots, credited, wired).empty();
   if (accepted) {
@@ -57,10 +51,10 @@ inline bool checkIbOffer(std::string_view input) {
   }
   uint64_t taken = 0;
   bool walking = accepted;
-  while (at + 8 <= input.size()) {
+  while (in.rest().size() >= 8) {
     uint32_t tag = 0, bytes = 0;
-    take(&tag, 4);
-    take(&bytes, 4);
+    in.bytes(&tag, 4);
+    in.bytes(&bytes, 4);
     uint64_t remote = 0;
     // Any range landingTarget gives lies inside the offer, walked or not.
     if (landingTarget(o, tag, bytes, &remote) &&
@@ -83,24 +77,18 @@ inline bool checkIbOffer(std::string_view input) {
 // Returns whether the setup message was accepted.
 inline bool checkIbInput(std::string_view input) {
   using namespace weft::ib;
-  size_t at = 0;
-  auto take = [&](void* out, size_t n) {
-    std::memset(out, 0, n);
-    const size_t have = std::min(n, input.size() - std::min(at, input.size()));
-    if (have) std::memcpy(out, input.data() + at, have);
-    at += n;
-  };
+  FieldReader in(input);
   uint8_t switches = 0;
-  take(&switches, 1);
+  in.bytes(&switches, 1);
   LocalShape self;
-  take(&self.qps, 4);
-  take(&self.slots, 4);
-  take(&self.slotBytes, 8);
+  in.bytes(&self.qps, 4);
+  in.bytes(&self.slots, 4);
+  in.bytes(&self.slotBytes, 8);
   uint8_t ethernet = 0;
-  take(&ethernet, 1);
+  in.bytes(&ethernet, 1);
   self.ethernet = ethernet & 1;
   QpInfo peer;
-  take(&peer, sizeof peer);
+  in.bytes(&peer, sizeof peer);
   if (switches & 1) {
     self.qps = peer.qps;
     self.slots = peer.slots;
@@ -128,9 +116,9 @@ inline bool checkIbInput(std::string_view input) {
   }
   const uint32_t slots = std::max<uint32_t>(1, self.slots % kMaxSlots);
   const uint32_t qps = std::clamp<uint32_t>(self.qps, 1, kMaxQps);
-  while (at + 4 <= input.size()) {
+  while (in.rest().size() >= 4) {
     uint32_t imm = 0;
-    take(&imm, 4);
+    in.bytes(&imm, 4);
     DataImmediate d;
     std::string why;
     if (decodeDataImmediate(imm, slots, qps, &d, &why)) {
@@ -140,7 +128,7 @@ inline bool checkIbInput(std::string_view input) {
       ibPropertyFailed("refused an immediate without saying why", input);
     }
     if ((imm & kCreditBit) && (imm & kOfferBit)) {
-      checkIbOffer(input.substr(std::min(at, input.size())));  // the rest is the offer
+      checkIbOffer(in.rest());  // the rest is the offer
       break;
     }
     const char c = static_cast<char>(imm & 0xff);

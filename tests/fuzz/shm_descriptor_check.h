@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tests/fuzz/field_reader.h"
 #include "transports/shm/descriptor.h"
 #include "transports/shm/segment_names.h"
 
@@ -23,31 +23,6 @@ namespace weft::fuzz {
                input.size());
   std::abort();
 }
-
-// Reads fixed-size fields off the input, zeros past its end.
-class FieldReader {
- public:
-  explicit FieldReader(std::string_view in) : in_(in) {}
-  template <typename T>
-  T next() {
-    T v{};
-    const size_t n = std::min(sizeof(T), in_.size() - std::min(at_, in_.size()));
-    if (n) std::memcpy(&v, in_.data() + at_, n);
-    at_ += sizeof(T);
-    return v;
-  }
-  void bytes(void* out, size_t n) {
-    std::memset(out, 0, n);
-    const size_t have = std::min(n, in_.size() - std::min(at_, in_.size()));
-    if (have) std::memcpy(out, in_.data() + at_, have);
-    at_ += n;
-  }
-  std::string_view rest() const { return at_ < in_.size() ? in_.substr(at_) : std::string_view(); }
-
- private:
-  std::string_view in_;
-  size_t at_ = 0;
-};
 
 // A descriptor against the receiver's limits. The slot and the inline bytes are separate heap
 // blocks of exactly their size, so a sanitizer reports any read past what was accepted.

@@ -4,11 +4,11 @@
 // The hostile inputs must be refused and the seeds accepted. `--emit DIR` writes the seeds for
 // libFuzzer.
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/fuzz/seed_replay.h"
 #include "tests/fuzz/shm_descriptor_check.h"
 
 namespace {
@@ -84,40 +84,22 @@ std::vector<std::string> refusedInputs() {
   };
 }
 
-int failures = 0;
-
-void expect(bool accepted, bool want, const std::string& input, const char* what) {
-  if (accepted == want) return;
-  std::fprintf(stderr, "%s input %zu bytes (selector %d) was %s\n", what, input.size(),
-               input.empty() ? -1 : static_cast<uint8_t>(input[0]) % 3,
-               accepted ? "accepted" : "refused");
-  ++failures;
+// A failure line names the input's selector (-1: empty input).
+std::string selector(const std::string& input) {
+  return " (selector " + std::to_string(input.empty() ? -1 : static_cast<uint8_t>(input[0]) % 3) +
+         ")";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--emit") {
-    int i = 0;
-    for (const std::string& s : acceptedSeeds())
-      std::ofstream(std::string(argv[2]) + "/seed" + std::to_string(i++), std::ios::binary) << s;
-    return 0;
-  }
-  size_t runs = 0;
-  for (const std::string& s : acceptedSeeds()) {
-    expect(weft::fuzz::checkShmInput(s), true, s, "seed");
-    ++runs;
-    for (size_t len = 0; len < s.size(); ++len, ++runs) weft::fuzz::checkShmInput(s.substr(0, len));
-    for (size_t bit = 8; bit < std::min<size_t>(s.size(), 40) * 8; ++bit, ++runs) {
-      std::string v = s;
-      v[bit / 8] = static_cast<char>(v[bit / 8] ^ (1 << (bit % 8)));
-      weft::fuzz::checkShmInput(v);
-    }
-  }
-  for (const std::string& s : refusedInputs()) {
-    expect(weft::fuzz::checkShmInput(s), false, s, "hostile");
-    ++runs;
-  }
+  if (weft::fuzz::emitSeeds(argc, argv, acceptedSeeds())) return 0;
+  weft::fuzz::SeedReplay replay(weft::fuzz::checkShmInput, selector);
+  // The bit flips stay in the fields (past the selector byte, inside the first 40 bytes).
+  replay.flipFromByte = 1;
+  replay.flipToByte = 40;
+  replay.seeds(acceptedSeeds());
+  replay.hostile(refusedInputs());
   // A message that overruns its mapped region, or whose end wraps the address space (the sum
   // the check once made wrapped to a small number and passed), is not mapped: it is copied by
   // reference instead (the kernel checks that copy).
@@ -134,10 +116,9 @@ int main(int argc, char** argv) {
     if (!decodeDescriptor(0x2000 | kMappedFlag, remote, inlineData, limits, &d, &why) ||
         d.kind != MessageKind::kRemote) {
       std::fprintf(stderr, "a mapped reference outside its region was not turned into a copy\n");
-      ++failures;
+      ++replay.failures;
     }
-    ++runs;
+    ++replay.runs;
   }
-  std::printf("%zu shm inputs checked, %d unexpected\n", runs, failures);
-  return failures == 0 ? 0 : 1;
+  return replay.report("shm");
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/conformance/pair_harness.h"
+#include "tests/ib/ib_pair_fixture.h"
 #include "transports/ib/connection.h"
 
 namespace weft::test {
@@ -20,23 +21,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class IbLanding : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (getenv("WEFT_TEST_IB") == nullptr)
-      GTEST_SKIP() << "set WEFT_TEST_IB=1 where an RDMA port is active (tests/vm does)";
-    setenv("NCCL_NET", "IB", 1);
-    pair_ = std::make_unique<TransportPair>("ib");
-  }
-  void TearDown() override {
-    pair_.reset();
-    unsetenv("NCCL_NET");
-  }
-  static ib::IbConnection& ib(TransportPair::Conn& c) {
-    return dynamic_cast<ib::IbConnection&>(*c);
-  }
-  std::unique_ptr<TransportPair> pair_;
-};
+class IbLanding : public IbPairTest {};
 
 // One message each way, so both ends are set up.
 void exchange(TransportPair::Conn& a, TransportPair::Conn& b) {

@@ -15,6 +15,7 @@
 
 #include "src/common/clock.h"
 #include "tests/conformance/pair_harness.h"
+#include "tests/ib/ib_pair_fixture.h"
 #include "transports/ib/connection.h"
 
 namespace weft::test {
@@ -22,23 +23,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class IbPeer : public ::testing::Test {
+class IbPeer : public IbPairTest {
  protected:
-  void SetUp() override {
-    if (getenv("WEFT_TEST_IB") == nullptr)
-      GTEST_SKIP() << "set WEFT_TEST_IB=1 where an RDMA port is active (tests/vm does)";
-    setenv("NCCL_NET", "IB", 1);
-    pair_ = std::make_unique<TransportPair>("ib");
-  }
   void TearDown() override {
     ib::setSetupForgerForTesting(nullptr);
-    pair_.reset();
-    unsetenv("NCCL_NET");
+    IbPairTest::TearDown();
   }
-  static ib::IbConnection& ib(TransportPair::Conn& c) {
-    return dynamic_cast<ib::IbConnection&>(*c);
-  }
-  std::unique_ptr<TransportPair> pair_;
 };
 
 // Waits until `c` reports an error (polling as the executor's slow path does); returns it.

@@ -150,10 +150,18 @@ class IbConnection : public transport::Connection,
   // queues have no room yet.
   bool wireMessage(uint64_t seq);
   void writeHeader(uint64_t seq, uint32_t bytes, uint32_t tag);
+  // Queues the next message (under mu_): its header in its send slot, its data at `from` (lkey;
+  // `region` held until its writes complete, or null), then wires what it can.
+  void queueMessage(uint32_t bytes, uint32_t tag, uint64_t from, uint32_t lkey,
+                    const MrCache::Region* region);
   void onSendCompletion(uint64_t wrId);
   void onOffer(uint32_t entry);
   bool postWrite(int qp, uint64_t wrId, uint64_t localAddr, uint32_t lkey, uint64_t length,
                  uint64_t remoteAddr, uint32_t rkey, bool withImm, uint32_t imm);
+  // An RDMA write gathered from `sges[0..count)` to (remoteAddr, rkey) on queue pair `qp`, with
+  // the immediate `imm` when withImm. Fails the connection and returns false when refused.
+  bool postGatherWrite(int qp, uint64_t wrId, ibv_sge* sges, int count, uint64_t remoteAddr,
+                       uint32_t rkey, bool withImm, uint32_t imm);
   // The receiver's side of the offer rule for message `seq` (tag, bytes) as it is released.
   void walkOwnOffer(uint32_t tag, uint32_t bytes);
   void dropOwnOffer();

@@ -37,16 +37,9 @@ void IbConnection::post(uint32_t bytes, uint32_t tag) {
     fail("posted a message of " + std::to_string(bytes) + " B without a free send slot");
     return;
   }
-  const uint64_t seq = posted_;
-  writeHeader(seq, bytes, tag);
-  Sent& m = sent_[seq % p_.slots];
-  m = Sent{};
-  m.bytes = bytes;
-  m.tag = tag;
-  m.from = reinterpret_cast<uint64_t>(send_.base) + (seq % p_.slots) * stride() + kHeaderBytes;
-  m.lkey = send_.mr->lkey;
-  ++posted_;
-  flushPosts();
+  const uint64_t slotData =
+      reinterpret_cast<uint64_t>(send_.base) + (posted_ % p_.slots) * stride() + kHeaderBytes;
+  queueMessage(bytes, tag, slotData, send_.mr->lkey, nullptr);
 }
 
 bool IbConnection::peerCanRead(const void*, size_t bytes) { return bytes <= p_.slotBytes; }
@@ -69,14 +62,19 @@ void IbConnection::postReference(const void* addr, uint32_t bytes, uint32_t tag)
     post(bytes, tag);
     return;
   }
+  queueMessage(bytes, tag, reinterpret_cast<uint64_t>(addr), region->keys.lkey, region);
+}
+
+void IbConnection::queueMessage(uint32_t bytes, uint32_t tag, uint64_t from, uint32_t lkey,
+                                const MrCache::Region* region) {
   const uint64_t seq = posted_;
   writeHeader(seq, bytes, tag);
   Sent& m = sent_[seq % p_.slots];
   m = Sent{};
   m.bytes = bytes;
   m.tag = tag;
-  m.from = reinterpret_cast<uint64_t>(addr);
-  m.lkey = region->keys.lkey;
+  m.from = from;
+  m.lkey = lkey;
   m.region = region;
   ++posted_;
   flushPosts();
@@ -105,12 +103,17 @@ bool IbConnection::postWrite(int qp, uint64_t id, uint64_t localAddr, uint32_t l
                              uint64_t length, uint64_t remoteAddr, uint32_t rkey, bool withImm,
                              uint32_t imm) {
   ibv_sge sge{localAddr, static_cast<uint32_t>(length), lkey};
+  return postGatherWrite(qp, id, &sge, 1, remoteAddr, rkey, withImm, imm);
+}
+
+bool IbConnection::postGatherWrite(int qp, uint64_t id, ibv_sge* sges, int count,
+                                   uint64_t remoteAddr, uint32_t rkey, bool withImm, uint32_t imm) {
   ibv_send_wr wr{};
   ibv_send_wr* bad = nullptr;
   wr.wr_id = id;
   wr.opcode = withImm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  wr.sg_list = sges;
+  wr.num_sge = count;
   wr.imm_data = htonl(imm);
   wr.wr.rdma.remote_addr = remoteAddr;
   wr.wr.rdma.rkey = rkey;
@@ -184,20 +187,9 @@ bool IbConnection::wireMessage(uint64_t seq) {
       else
         sge[n++] = {m.from + d, static_cast<uint32_t>(len), m.lkey};
     }
-    ibv_send_wr wr{};
-    ibv_send_wr* bad = nullptr;
-    wr.wr_id = dataWrId(static_cast<int>(i), slot);
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.sg_list = sge;
-    wr.num_sge = n;
-    wr.imm_data = htonl(imm);
-    wr.wr.rdma.remote_addr = peerSlot + from;
-    wr.wr.rdma.rkey = peer_.recvKey;
-    if (ibv_post_send(qps_[i], &wr, &bad)) {
-      fail("ibv_post_send failed");
+    if (!postGatherWrite(static_cast<int>(i), dataWrId(static_cast<int>(i), slot), sge, n,
+                         peerSlot + from, peer_.recvKey, true, imm))
       return false;
-    }
-    ++sendsOutstanding_[i];
   }
   return true;
 }

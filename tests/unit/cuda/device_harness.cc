@@ -1,12 +1,8 @@
 #include "tests/unit/cuda/device_harness.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <thread>
@@ -16,23 +12,10 @@
 #include "src/common/reduce.h"
 #include "src/cuda/device_plan.h"
 #include "src/exec/executor.h"
-#include "transports/shm/pair_fifo.h"
+#include "tests/support/pair_fabric.h"
 
 namespace weft::cuda::test {
 namespace {
-
-// Aligned, zeroed memory.
-struct Block {
-  void* mem = nullptr;
-  explicit Block(size_t bytes) {
-    const size_t rounded = (bytes + 4095) / 4096 * 4096;
-    mem = std::aligned_alloc(4096, rounded);
-    std::memset(mem, 0, rounded);
-  }
-  ~Block() { std::free(mem); }
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-};
 
 // One rank's buffers for one run. In place: one buffer holding the input at inOff and the output
 // at outOff (elements).
@@ -83,13 +66,13 @@ class HostFifos {
   HostFifos(uint32_t slots, uint32_t slotBytes) : slots_(slots), slotBytes_(slotBytes) {}
   DeviceFifo fifo(int from, int to, int channel) {
     auto& block = blocks_[std::make_tuple(from, to, channel)];
-    if (!block) block = std::make_unique<Block>(fifoBytes(slots_, slotBytes_));
+    if (!block) block = std::make_unique<weft::test::ZeroedPages>(fifoBytes(slots_, slotBytes_));
     return fifoAt(block->mem, slots_, slotBytes_);
   }
 
  private:
   uint32_t slots_, slotBytes_;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Block>> blocks_;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<weft::test::ZeroedPages>> blocks_;
 };
 
 // A rank's state kept from run to run: its lowered plan, FIFO tables and counters.
@@ -125,65 +108,6 @@ HostOp hostOp(const plan::Plan& p, int rank, const RunSetup& s) {
   }
   return h;
 }
-
-// Connections of all ranks for the host executor: one pair block per (low, high, channel).
-class PairFabric {
- public:
-  PairFabric(int n, uint32_t slots, uint32_t slotBytes) : peers_(n), bells_(n) {
-    for (int r = 0; r < n; ++r) {
-      peers_[r].rank = r;
-      peers_[r].pid = getpid();
-      bells_[r] = std::make_shared<Doorbell>();
-      transport::ConnectContext ctx;
-      ctx.commHash = 0xd1ce;
-      ctx.rank = r;
-      ctx.nranks = n;
-      ctx.peers = &peers_;
-      ctx.bells = &bells_;
-      ctx.slots = slots;
-      ctx.slotBytes = slotBytes;
-      ctx.timeout = std::chrono::milliseconds(20000);
-      ctx_.push_back(ctx);
-    }
-  }
-  transport::Connection* connection(int rank, int peer, int channel) {
-    auto key = std::make_tuple(rank, peer, channel);
-    auto it = conns_.find(key);
-    if (it != conns_.end()) return it->second.get();
-    auto pairKey = std::make_tuple(std::min(rank, peer), std::max(rank, peer), channel);
-    std::shared_ptr<Block>& block = blocks_[pairKey];
-    if (!block) {
-      block = std::make_shared<Block>(transport::pairBytes(ctx_[rank]));
-      transport::pairInit(block->mem, ctx_[rank]);
-    }
-    auto conn = transport::pairConnection(
-        ctx_[rank], peer, block->mem, "test", block, [](std::string*) { return Status::kSuccess; },
-        transport::RemoteMode::kDirect);
-    transport::Connection* raw = conn.get();
-    conns_[key] = std::move(conn);
-    return raw;
-  }
-  Doorbell* bell(int r) { return bells_[r].get(); }
-
- private:
-  std::vector<transport::PeerInfo> peers_;
-  std::vector<std::shared_ptr<Doorbell>> bells_;
-  std::vector<transport::ConnectContext> ctx_;
-  std::map<std::tuple<int, int, int>, std::shared_ptr<Block>> blocks_;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<transport::Connection>> conns_;
-};
-
-class RankConnections : public exec::ConnectionSource {
- public:
-  RankConnections(PairFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
-  transport::Connection* connection(int peer, int channel) override {
-    return fabric_->connection(rank_, peer, channel);
-  }
-
- private:
-  PairFabric* fabric_;
-  int rank_;
-};
 
 }  // namespace
 
@@ -262,26 +186,18 @@ std::vector<Bytes> runHostExecutor(const plan::Plan& p, const std::vector<Bytes>
   const int n = p.spec.nranks;
   const size_t es = dataTypeSize(setup.type);
   auto shared = std::make_shared<const plan::Plan>(p);
-  PairFabric fabric(n, setup.slots, setup.slotBytes);
-  std::vector<std::unique_ptr<RankConnections>> sources;
+  weft::test::PairFabric fabric(n, setup.slots, setup.slotBytes, 0xd1ce);
   std::vector<std::unique_ptr<RankMemory>> memory;
   std::vector<exec::Task> tasks(n);
   std::vector<HostOp> ops;
   std::atomic<bool> abort{false};
   for (int r = 0; r < n; ++r) {
     memory.push_back(std::make_unique<RankMemory>(p, r, inputs[r], es, setup.inPlace));
-    sources.push_back(std::make_unique<RankConnections>(&fabric, r));
     ops.push_back(hostOp(p, r, setup));
-    exec::Work w;
-    w.plan = shared;
-    w.program = &shared->programs[r];
-    w.rank = r;
+    exec::Work w = weft::test::rankWork(shared, r, fabric, &abort);
     w.type = setup.type;
     w.op = ops[r].op;
     w.scalar = ops[r].scalar;
-    w.conns = sources.back().get();
-    w.abort = &abort;
-    w.laneTags.assign(w.program->lanes.size(), 7);
     w.buffers.assign(memory[r]->buffers, memory[r]->buffers + 3);
     tasks[r].units.push_back(std::move(w));
     tasks[r].bell = fabric.bell(r);

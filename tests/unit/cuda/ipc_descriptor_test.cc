@@ -7,38 +7,33 @@
 #include <cstring>
 #include <functional>
 
+#include "tests/support/ipc_descriptors.h"
+
 namespace weft::transport::cuda {
 namespace {
 
 IpcDescriptor cuMemDescriptor() {
-  IpcDescriptor d;
-  d.kind = static_cast<uint16_t>(IpcKind::kCuMemFd);
-  d.ownerPid = 4242;
-  d.ownerDevice = 1;
-  d.allocationId = 7;
-  d.ownerBase = 0x7f0000200000;
-  d.allocationBytes = 4 << 20;
-  d.offset = 4096;
-  d.length = 1 << 20;
-  d.ownerFd = 17;
-  d.socketNonce = 0x1234;
-  d.secret = 0xfeedface;
-  return d;
+  return weft::test::cuMemIpcDescriptor({.ownerPid = 4242,
+                                         .ownerDevice = 1,
+                                         .allocationId = 7,
+                                         .ownerBase = 0x7f0000200000,
+                                         .allocationBytes = 4 << 20,
+                                         .offset = 4096,
+                                         .length = 1 << 20},
+                                        17, 0x1234, 0xfeedface);
 }
 
 IpcDescriptor legacyDescriptor() {
-  IpcDescriptor d;
-  d.kind = static_cast<uint16_t>(IpcKind::kLegacy);
-  d.ownerPid = 99;
-  d.ownerDevice = 0;
-  d.allocationId = 3;
-  d.ownerBase = 0x7f0000000000;
-  d.allocationBytes = 1000;  // cudaMalloc sizes need not be page multiples
-  d.offset = 0;
-  d.length = 1000;
-  for (size_t i = 0; i < kIpcLegacyHandleBytes; ++i)
-    d.legacyHandle[i] = static_cast<unsigned char>(i + 1);
-  return d;
+  unsigned char handle[kIpcLegacyHandleBytes];
+  for (size_t i = 0; i < kIpcLegacyHandleBytes; ++i) handle[i] = static_cast<unsigned char>(i + 1);
+  // cudaMalloc sizes need not be page multiples.
+  return weft::test::legacyIpcDescriptor({.ownerPid = 99,
+                                          .ownerDevice = 0,
+                                          .allocationId = 3,
+                                          .ownerBase = 0x7f0000000000,
+                                          .allocationBytes = 1000,
+                                          .length = 1000},
+                                         handle);
 }
 
 bool parses(const IpcDescriptor& d, IpcDescriptor* out = nullptr, std::string* why = nullptr) {

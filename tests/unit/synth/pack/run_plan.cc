@@ -1,98 +1,23 @@
 #include "run_plan.h"
 
-#include <unistd.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <map>
 #include <memory>
-#include <tuple>
+#include <string>
 
 #include "src/common/error.h"
 #include "src/exec/executor.h"
-#include "transports/shm/pair_fifo.h"
+#include "tests/support/pair_fabric.h"
 
 namespace weft::synth::test {
-namespace {
-
-struct Block {
-  void* mem = nullptr;
-  explicit Block(size_t bytes) : mem(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)) {}
-  ~Block() { std::free(mem); }
-};
-
-// Connections of all ranks: one pair block per (lower rank, higher rank, channel).
-class LocalFabric {
- public:
-  LocalFabric(int n, uint32_t slotBytes) : peers_(n), bells_(n) {
-    for (int r = 0; r < n; ++r) {
-      peers_[r].rank = r;
-      peers_[r].pid = getpid();
-      bells_[r] = std::make_shared<Doorbell>();
-      transport::ConnectContext ctx;
-      ctx.commHash = 0x5eed;
-      ctx.rank = r;
-      ctx.nranks = n;
-      ctx.peers = &peers_;
-      ctx.bells = &bells_;
-      ctx.slots = 4;
-      ctx.slotBytes = slotBytes;
-      ctx.timeout = std::chrono::milliseconds(20000);
-      ctx_.push_back(ctx);
-    }
-  }
-
-  transport::Connection* connection(int rank, int peer, int channel) {
-    auto key = std::make_tuple(rank, peer, channel);
-    auto it = conns_.find(key);
-    if (it != conns_.end()) return it->second.get();
-    auto pairKey = std::make_tuple(std::min(rank, peer), std::max(rank, peer), channel);
-    std::shared_ptr<Block>& block = blocks_[pairKey];
-    if (!block) {
-      block = std::make_shared<Block>(transport::pairBytes(ctx_[rank]));
-      transport::pairInit(block->mem, ctx_[rank]);
-    }
-    auto conn = transport::pairConnection(
-        ctx_[rank], peer, block->mem, "test", block, [](std::string*) { return Status::kSuccess; },
-        transport::RemoteMode::kDirect);
-    transport::Connection* raw = conn.get();
-    conns_[key] = std::move(conn);
-    return raw;
-  }
-
-  Doorbell* bell(int r) { return bells_[r].get(); }
-
- private:
-  std::vector<transport::PeerInfo> peers_;
-  std::vector<std::shared_ptr<Doorbell>> bells_;
-  std::vector<transport::ConnectContext> ctx_;
-  std::map<std::tuple<int, int, int>, std::shared_ptr<Block>> blocks_;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<transport::Connection>> conns_;
-};
-
-class RankConnections : public exec::ConnectionSource {
- public:
-  RankConnections(LocalFabric* fabric, int rank) : fabric_(fabric), rank_(rank) {}
-  transport::Connection* connection(int peer, int channel) override {
-    return fabric_->connection(rank_, peer, channel);
-  }
-
- private:
-  LocalFabric* fabric_;
-  int rank_;
-};
-
-}  // namespace
 
 std::vector<std::vector<int32_t>> runPlan(const plan::Plan& p,
                                           const std::vector<std::vector<int32_t>>& inputs,
                                           bool inPlace, uint32_t slotBytes) {
   const int n = p.spec.nranks;
   auto shared = std::make_shared<const plan::Plan>(p);
-  LocalFabric fabric(n, slotBytes);
-  std::vector<std::unique_ptr<RankConnections>> sources;
+  weft::test::PairFabric fabric(n, 4, slotBytes, 0x5eed);
   std::vector<std::vector<int32_t>> outputs(n), mem(n);
   std::vector<exec::Task> tasks(n);
   std::atomic<bool> abort{false};
@@ -101,16 +26,9 @@ std::vector<std::vector<int32_t>> runPlan(const plan::Plan& p,
     if (inputs[r].size() != sz.input)
       throw Error(Status::kInvalidArgument, "runPlan: rank " + std::to_string(r) + " input has " +
                                                 std::to_string(inputs[r].size()) + " elements");
-    sources.push_back(std::make_unique<RankConnections>(&fabric, r));
-    exec::Work w;
-    w.plan = shared;
-    w.program = &shared->programs[r];
-    w.rank = r;
+    exec::Work w = weft::test::rankWork(shared, r, fabric, &abort);
     w.type = DataType::kInt32;
     w.op = RedOp::kSum;
-    w.conns = sources.back().get();
-    w.abort = &abort;
-    w.laneTags.assign(w.program->lanes.size(), 7);
     auto scratch = std::make_shared<std::vector<int32_t>>(w.program->scratchElems + 1);
     w.keep = scratch;
     if (inPlace) {
