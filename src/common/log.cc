@@ -75,7 +75,9 @@ const Config& config() {
           path += file[i];
         }
       }
-      if (FILE* fp = std::fopen(path.c_str(), "w")) c.out = fp;
+      // Appended to, not truncated: processes of one job that share the name (no %p) then
+      // all keep their lines, where each opening it afresh would cut the others' off.
+      if (FILE* fp = std::fopen(path.c_str(), "a")) c.out = fp;
     }
     return c;
   }();

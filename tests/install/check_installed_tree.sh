@@ -2,7 +2,8 @@
 # Usage: check_installed_tree.sh PREFIX CONSUMER_SOURCE WORKDIR [SOURCE_INCLUDE_DIR]
 # Checks an installed Weft (cmake --install, or an unpacked DEB's usr/) the way users meet it:
 #   - the layout: public headers only (equal to SOURCE_INCLUDE_DIR when given), libnccl.so.2 and
-#     libweft.so with their soname links, the CMake package, the .pc files, tools in bin/ only;
+#     libweft.so with their soname links, the network plugin libnccl-net-weft.so, the CMake
+#     package, the .pc files, tools in bin/ only;
 #   - the installed programs find their libraries in PREFIX/lib by themselves (RUNPATH), and a
 #     2-process all_reduce_perf under the installed weftrun runs;
 #   - a program outside the tree (CONSUMER_SOURCE) builds with find_package(Weft) and with
@@ -41,7 +42,7 @@ if [ -n "$source_include" ]; then
   diff -r "$source_include" "$prefix/include" || fail "installed headers differ from the source's"
 fi
 # Nothing but the public headers, the libraries with their package files, and the tools.
-expected='^\./(include/.*\.h|lib/lib(nccl|weft)\.so[.0-9]*|lib/cmake/Weft/[A-Za-z-]+\.cmake'
+expected='^\./(include/.*\.h|lib/lib(nccl|weft)\.so[.0-9]*|lib/libnccl-net-weft\.so|lib/cmake/Weft/[A-Za-z-]+\.cmake'
 expected="$expected|lib/pkgconfig/(weft|nccl)\.pc|bin/([a-z_]+_perf|weftrun|weft-[a-z]+))\$"
 unexpected=$(cd "$prefix" && find . -type f -o -type l | grep -vE "$expected" || true)
 [ -z "$unexpected" ] || fail "unexpected files installed: $unexpected"
