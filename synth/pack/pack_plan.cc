@@ -327,9 +327,9 @@ PackedPlan packPlanDetailed(Collective coll, const Fabric& f, int root,
     // size, which keeps two-node synthesis within tens of seconds): the trees over the packing
     // for the rate alone and over the shallow one, then reduce-scatter + allgather over the
     // faster packing, then the faster shape with twice the steady pieces; the winner is built
-    // at full resolution with twice its steady pieces. At 1 GiB on dgx-h100-x2 the shallow
-    // trees win (0.988 of the bound at 256 steady pieces, 0.981 at 128; the deep ones 0.939);
-    // half the steady pieces in the race picked RS + AG there (0.974).
+    // at full resolution with twice its steady pieces. The race runs at twice the steady
+    // pieces because with fewer it ranks the shapes differently from the full-resolution plan
+    // (the simulated ratios behind this: perf/README.md, "The packed allreduce's race").
     PackPlanOptions coarse = o;
     coarse.fineChunksPerRank = std::max<uint64_t>(64, o.fineChunksPerRank / 4);
     const uint64_t raceBytes = std::max<uint64_t>(1, o.chooseBytes / 4);
