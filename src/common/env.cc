@@ -14,8 +14,7 @@ const std::vector<Knob>& knobs() {
       {"NCCL_DEBUG_SUBSYS", "WEFT_DEBUG_SUBSYS", "INIT,ENV",
        "comma list of subsystems (INIT, COLL, P2P, SHM, NET, BOOTSTRAP, ENV, TUNING, ALL; ^ "
        "negates)"},
-      {"NCCL_DEBUG_FILE", "WEFT_DEBUG_FILE", "",
-       "log file pattern (%h host, %p pid); appended to"},
+      {"NCCL_DEBUG_FILE", "WEFT_DEBUG_FILE", "", "log file pattern (%h host, %p pid); appended to"},
       {"NCCL_ALGO", "WEFT_ALGO", "",
        "algorithm override: ring, tree, rhd, direct, rsag, fan, hier, msccl (plan library), synth "
        "(synthesized plans); '^x' excludes; 'allreduce:tree;broadcast:ring' per collective"},
