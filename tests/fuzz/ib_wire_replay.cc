@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
   const HostileOffer hostileOffers[] = {
       {"an offer at address 0", 0, 4096, 18, 24, 5},
       {"an offer wrapping 2^64", UINT64_MAX - 100, 4096, 18, 24, 5},
+      // Its small messages would land past 2^64 (found by the fuzzer: landingTarget alone must
+      // refuse such an offer too).
+      {"an offer ending just past 2^64", UINT64_MAX - 2, 4096, 18, 24, 5},
       {"an offer of 0 bytes", 0x1000, 0, 18, 24, 5},
       {"an offer of 2^41 bytes", 0x1000, 1ull << 41, 18, 24, 5},
       {"an offer before a credit seen", 0x1000, 4096, 22, 24, 5},

@@ -68,7 +68,9 @@ std::string checkLandingOffer(const LandingOffer& o, uint32_t entry, uint32_t sl
 }
 
 bool landingTarget(const LandingOffer& o, uint64_t at, uint64_t bytes, uint64_t* remoteAddr) {
-  if (at > o.bytes || bytes > o.bytes - at) return false;
+  // The offer's own range is checked again (checkLandingOffer refuses a wrapping one): a range
+  // named here never wraps the address space, whatever offer it is asked of.
+  if (o.addr > UINT64_MAX - o.bytes || at > o.bytes || bytes > o.bytes - at) return false;
   *remoteAddr = o.addr + at;
   return true;
 }
