@@ -35,7 +35,9 @@ ReduceArgs advanced(ReduceArgs r, size_t done) {
   return r;
 }
 
-// 8 MiB: beyond the share of last-level cache one core can count on here (32 MiB, 2 cores).
+// Outputs from this size on are written with streaming stores: beyond the share of last-level
+// cache one core can count on, cached stores only evict what the next step reads (the cache
+// sizes behind the value: perf/README.md, "Streaming stores").
 std::atomic<size_t> gStreamMinBytes{size_t{8} << 20};
 
 // Streaming stores need an aligned destination: the head up to dst's next 64-byte line goes

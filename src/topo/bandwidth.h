@@ -14,14 +14,17 @@ struct CpuInfo;
 
 struct LinkRates {
   std::string name = "nominal";
-  // NVLink GB/s per link and direction, by GPU generation.
-  double nvlinkSm60 = 20.0;     // P100, NVLink1: 20 GB/s per link per direction
-  double nvlinkSm70 = 25.0;     // V100, NVLink2: 25 GB/s (NCCL models 20)
-  double nvlinkSm80 = 25.0;     // A100, NVLink3: 25 GB/s, 12 links = 300 GB/s (NCCL: 20)
-  double nvlinkSm86 = 14.0625;  // GA10x, NVLink3 x4 = 56.25 GB/s (NCCL: 12)
-  double nvlinkSm90 = 25.0;     // H100, NVLink4: 25 GB/s, 18 links = 450 GB/s (NCCL: 20.6)
-  double nvlinkSm100 = 50.0;    // B200, NVLink5: 50 GB/s, 18 links = 900 GB/s (NCCL: 40.1)
-  double nvlinkUnknown = 25.0;  // sm not known
+  // NVLink GB/s per link and direction, by GPU generation (sm): the vendor's nominal rate of
+  // each NVLink generation, so that a synthesized plan is priced at what the hardware is rated
+  // for; nccl() gives NCCL's lower model values instead. Both tables, with the generations and
+  // link counts behind them: perf/README.md, "NVLink rates of the topology model".
+  double nvlinkSm60 = 20.0;
+  double nvlinkSm70 = 25.0;
+  double nvlinkSm80 = 25.0;
+  double nvlinkSm86 = 14.0625;
+  double nvlinkSm90 = 25.0;
+  double nvlinkSm100 = 50.0;
+  double nvlinkUnknown = 25.0;  // sm not known: the most common generation's rate
 
   // Returns the rates named `name` ("nominal" or "nccl"); throws Error(kInvalidArgument) otherwise.
   static LinkRates byName(const std::string& name);
@@ -34,9 +37,9 @@ struct LinkRates {
 // Bandwidth of a node to itself and of links that are not a bottleneck (NCCL's LOC_BW).
 inline constexpr double kLocalBw = 5000.0;
 
-// NCCL's PCIe model: per-lane rate from the "link_speed" text (2.5 -> 1.5 Gb/s ... 64 -> 48 Gb/s
-// effective; unknown text -> 8 GT/s) times the width (0 or unknown -> 16 lanes), in GB/s. Gen3 x16
-// = 12, gen4 x16 = 24, gen5 x16 = 48.
+// NCCL's PCIe model, so that Weft prices PCIe as NCCL does: an effective per-lane rate from the
+// "link_speed" text (unknown text counts as 8 GT/s) times the width (0 or unknown: 16 lanes), in
+// GB/s. The table of speeds: perf/README.md, "NVLink rates of the topology model".
 double pcieBandwidth(const std::string& linkSpeed, int linkWidth);
 
 // Bandwidth between two CPU sockets / NUMA domains of one host, after NCCL's topo.h: Intel

@@ -16,7 +16,8 @@ inline constexpr uint16_t kIpcVersion = 1;
 inline constexpr size_t kIpcLegacyHandleBytes = 64;  // CU_IPC_HANDLE_SIZE
 // No allocation on one GPU is larger than this (2^48 bytes: the GPU's virtual address width).
 inline constexpr uint64_t kIpcMaxBytes = 1ull << 48;
-// cuMem allocations are at least page-aligned and page-sized (the granularity is 2 MiB today).
+// cuMem allocations are at least page-aligned and page-sized (the driver's granularity is a
+// multiple of the page).
 inline constexpr uint64_t kIpcCuMemAlignment = 4096;
 
 enum class IpcKind : uint16_t {

@@ -17,7 +17,8 @@ namespace weft::transport {
 namespace {
 
 // Shared copies go in pieces this large: claiming one (an atomic on a line both sides touch)
-// is noise next to copying it, and a 128 KiB slice still splits in two.
+// must be noise next to copying it, and a slot-sized slice must still split between both
+// sides (slot sizes: perf/README.md, "Streaming stores").
 constexpr uint64_t kHelpPieceBytes = 64 * 1024;
 // claim = [offer id : 32][pieces : 16][next piece : 16]; pieces stay below the field's top, so
 // the receiver's claims past the last piece never carry into the count.
