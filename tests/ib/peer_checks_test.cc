@@ -6,6 +6,7 @@
 // for the port-down case, which takes the link down and up again.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "tests/conformance/pair_harness.h"
 #include "tests/ib/ib_pair_fixture.h"
 #include "transports/ib/connection.h"
+#include "transports/ib/progress.h"
 
 namespace weft::test {
 namespace {
@@ -125,6 +127,36 @@ TEST_F(IbPeer, GarbageControlByteFailsTheConnection) {
   const std::string why = awaitFailure(*c.second, std::chrono::seconds(10));
   EXPECT_NE(why.find("rank 0"), std::string::npos) << why;
   EXPECT_NE(why.find("garbage control byte"), std::string::npos) << why;
+}
+
+// The executor asks a connection whether its peer poisoned it while the setup may still run;
+// that check must not take the peer's queue-pair info for control bytes. The progress thread is
+// held once the accepting side has sent its info (from the setup forger, on that thread), so the
+// info waits unread on the connecting side's socket when the check comes.
+std::atomic<bool> acceptorSentInfo{false};
+
+TEST_F(IbPeer, PoisonCheckDuringTheSetupLeavesItIntact) {
+  acceptorSentInfo = false;
+  ib::setSetupForgerForTesting([](int rank, ib::QpInfo*) {
+    if (rank != 1) return;
+    ib::ProgressThread::get().holdForTesting(true);
+    acceptorSentInfo = true;
+  });
+  auto c = pair_->connect(0);
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (!acceptorSentInfo.load()) {
+    ASSERT_LT(Clock::now(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ib::setSetupForgerForTesting(nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the info reaches the socket
+  EXPECT_FALSE(c.first->poisoned());
+  EXPECT_FALSE(c.second->poisoned());
+  ib::ProgressThread::get().holdForTesting(false);
+  exchange(c.first, c.second);
+  std::string why;
+  EXPECT_EQ(c.first->health(&why), Status::kSuccess) << why;
+  EXPECT_EQ(c.second->health(&why), Status::kSuccess) << why;
 }
 
 TEST_F(IbPeer, GarbageImmediatesFailTheConnection) {

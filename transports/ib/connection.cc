@@ -557,9 +557,10 @@ Status IbConnection::health(std::string* why) {
 bool IbConnection::poisoned() const {
   if (poisoned_.load(std::memory_order_acquire)) return true;
   // The peer's poison arrives on the control socket: read it now rather than wait for the
-  // progress thread's next turn.
+  // progress thread's next turn. Only once the peer's queue-pair info has been read: before
+  // that, the bytes on the socket are that info, not control bytes.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (lock.owns_lock() && fd_ >= 0) const_cast<IbConnection*>(this)->pollSocket();
+  if (lock.owns_lock() && fd_ >= 0 && connected_) const_cast<IbConnection*>(this)->pollSocket();
   return poisoned_.load(std::memory_order_acquire);
 }
 

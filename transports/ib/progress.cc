@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "src/common/error.h"
@@ -126,6 +127,10 @@ void ProgressThread::loop() {
     ::poll(fds.data(), fds.size(), kPollTimeoutMs);
     uint64_t count = 0;
     (void)!::read(wake_, &count, sizeof(count));
+    if (held_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     // The device list only grows, so the first `contexts` entries are the ones polled.
     for (size_t i = 0; i < contexts; ++i)

@@ -10,6 +10,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,6 +32,11 @@ class ProgressThread {
   void remove(IbConnection* c);
   // Gives every connection a turn soon (from any thread).
   void wake();
+  // Tests: while held, the thread gives no connection a turn (the pass under way finishes).
+  void holdForTesting(bool hold) {
+    held_.store(hold);
+    wake();
+  }
 
  private:
   ProgressThread();
@@ -40,7 +46,8 @@ class ProgressThread {
   std::mutex mu_;  // guards the lists; held during a pass over the connections
   std::vector<IbConnection*> conns_;
   std::vector<ibv_context*> contexts_;  // devices whose async events are watched
-  int wake_ = -1;                       // eventfd
+  std::atomic<bool> held_{false};
+  int wake_ = -1;  // eventfd
   pid_t pid_ = 0;
   std::thread thread_;
 };
