@@ -80,7 +80,7 @@ Status enqueue(core::Call& call, ncclComm_t comm, std::string* why) {
     }
     call.device = true;
   }
-  if (impl->asyncError() != Status::kSuccess) {
+  if ((call.device ? impl->pollAsyncError() : impl->asyncError()) != Status::kSuccess) {
     *why = "communicator is in an error state: " + impl->lastError();
     return impl->asyncError();
   }

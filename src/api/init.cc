@@ -86,8 +86,9 @@ void settleJobs(ncclComm* handle) {
 
 namespace {
 
+// `device`: the rank's GPU (ncclCommInitAll's devlist entry), -2 for the calling thread's.
 Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
-                const ncclConfig_t* config, std::string* why) {
+                const ncclConfig_t* config, std::string* why, int device = -2) {
   if (!out) fail(Status::kInvalidArgument, "comm pointer is NULL");
   if (nranks < 1)
     fail(Status::kInvalidArgument, "nranks must be >= 1, got " + std::to_string(nranks));
@@ -95,6 +96,7 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
   core::CommConfig cfg = toConfig(config, core::configFromEnv());
+  core::noteCudaDevice(&cfg, device);  // here: the init may run on another thread
   bootstrap::describe(toId(id));  // rejects a malformed id before anything starts
   auto* handle = new ncclComm;
   *out = handle;
@@ -193,7 +195,7 @@ WEFT_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
     core::groupStart();
     Status st = Status::kSuccess;
     for (int i = 0; i < ndev && st == Status::kSuccess; ++i)
-      st = api::initRank(&comms[i], ndev, id, i, nullptr, why);
+      st = api::initRank(&comms[i], ndev, id, i, nullptr, why, devlist ? devlist[i] : -2);
     std::string endWhy;
     Status endSt = core::groupEnd(&endWhy);
     if (st != Status::kSuccess) return st;
@@ -345,7 +347,7 @@ WEFT_API(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* as
       *asyncError = api::toResult(comm->initStatus);
     } else {
       if (comm->initThread.joinable()) comm->initThread.join();
-      *asyncError = api::toResult(comm->impl.load()->asyncError());
+      *asyncError = api::toResult(comm->impl.load()->pollAsyncError());
     }
     return Status::kSuccess;
   });

@@ -99,6 +99,11 @@ const std::vector<Knob>& knobs() {
        "1 lets shm receivers read large slices straight from the sender (process_vm_readv) instead "
        "of through slots"},
       {"NCCL_SHM_DISABLE", "WEFT_SHM_DISABLE", "0", "1 disables the shared-memory transport"},
+      {"WEFT_DEVICE_KERNELS", nullptr, "1",
+       "calls on device memory among ranks of one process on one GPU run in the device "
+       "interpreter's kernel (0: staged through host memory, as between processes)"},
+      {"WEFT_DEVICE_THREADS", nullptr, "256",
+       "threads per block of the device interpreter's kernel (32-512, a multiple of 32)"},
       {"WEFT_CUDA_DRIVER", nullptr, "libcuda.so.1",
        "the CUDA driver library loaded (dlopen) to tell device memory from host memory and to "
        "run calls on device memory"},

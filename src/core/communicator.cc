@@ -24,6 +24,27 @@
 
 namespace weft::core {
 
+void noteCudaDevice(CommConfig* cfg, int ordinal) {
+  cfg->cudaDevice = -1;
+  cfg->cudaBusId.clear();
+  const cuda::DriverApi* api = cuda::driver().api.get();
+  if (!api || !api->ctxGetCurrent || !api->ctxGetDevice || !api->deviceGetPciBusId ||
+      !api->deviceGet)
+    return;
+  cuda::CuDevice device = -1;
+  if (ordinal == -2) {
+    cuda::CuContext ctx = nullptr;
+    if (api->ctxGetCurrent(&ctx) != cuda::kCuSuccess || !ctx) return;
+    if (api->ctxGetDevice(&device) != cuda::kCuSuccess) return;
+  } else if (ordinal < 0 || api->deviceGet(&device, ordinal) != cuda::kCuSuccess) {
+    return;
+  }
+  char busId[20] = {};
+  if (api->deviceGetPciBusId(busId, sizeof(busId) - 1, device) != cuda::kCuSuccess) return;
+  cfg->cudaDevice = ordinal == -2 ? device : ordinal;
+  cfg->cudaBusId = busId;
+}
+
 CommConfig configFromEnv() {
   CommConfig c;
   c.tuning = Tuning::fromEnvironment();
@@ -39,6 +60,7 @@ struct InitInfo {
   uint32_t slots;
   uint32_t synthMode;  // WEFT_SYNTH (synth_plans.h); rank 0's applies to every rank
   CpuMask cpus;        // the process's affinity (cpu_placement.h)
+  char cudaBusId[20];  // the rank's GPU (CommConfig::cudaBusId), "" where none
 };
 
 }  // namespace
@@ -73,8 +95,15 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   infos[rank].slots = tuning_.slots;
   infos[rank].synthMode = synthesisMode(tuning_);
   infos[rank].cpus = CpuMask::ofThisProcess();
+  std::memset(infos[rank].cudaBusId, 0, sizeof(infos[rank].cudaBusId));
+  std::memcpy(infos[rank].cudaBusId, cfg.cudaBusId.data(),
+              std::min(cfg.cudaBusId.size(), sizeof(infos[rank].cudaBusId) - 1));
   boot_->allgather(infos.data(), sizeof(InitInfo));
-  for (const auto& i : infos) peers_.push_back(i.peer);
+  for (auto& i : infos) {
+    peers_.push_back(i.peer);
+    i.cudaBusId[sizeof(i.cudaBusId) - 1] = 0;
+    cudaBusIds_.emplace_back(i.cudaBusId);
+  }
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
   peerFailures_.assign(nranks, nullptr);
@@ -274,10 +303,51 @@ DeviceCallState& Communicator::deviceCalls(const cuda::DriverApi& api) {
 
 void Communicator::endDeviceCalls() {
   std::unique_ptr<DeviceCallState> ending;
+  std::unique_ptr<DeviceKernelRank> kernels;
   {
     std::lock_guard<std::mutex> lock(deviceMu_);
     ending = std::move(deviceCalls_);
+    kernels = std::move(deviceKernels_);
   }
+}
+
+DeviceKernelRank* Communicator::deviceKernels(const cuda::DriverApi& api) {
+  std::lock_guard<std::mutex> lock(deviceMu_);
+  if (kernelsDecided_) return deviceKernels_.get();
+  std::string why;
+  deviceKernels_ = DeviceKernelRank::make(api, *this, cfg_.cudaDevice, cudaBusIds_, &why);
+  kernelsDecided_ = true;
+  if (deviceKernels_)
+    WEFT_INFO(INIT, "rank %d: calls on device memory run in the device interpreter's kernel",
+              rank_);
+  else
+    WEFT_INFO(INIT, "rank %d: calls on device memory are staged through host memory: %s", rank_,
+              why.c_str());
+  return deviceKernels_.get();
+}
+
+DeviceKernelRank* Communicator::kernelRank() {
+  std::lock_guard<std::mutex> lock(deviceMu_);
+  return deviceKernels_.get();
+}
+
+bool Communicator::allRanksOnThisHost() const {
+  for (const auto& p : peers_)
+    if (p.hostHash != peers_[rank_].hostHash) return false;
+  return true;
+}
+
+Status Communicator::pollAsyncError() {
+  if (asyncError() == Status::kSuccess) {
+    std::string why;
+    Status st = Status::kSuccess;
+    {
+      std::lock_guard<std::mutex> lock(deviceMu_);
+      if (deviceKernels_) st = deviceKernels_->failure(&why);
+    }
+    if (st != Status::kSuccess) recordError(st, why);
+  }
+  return asyncError();
 }
 
 std::string Communicator::describe() const {
@@ -439,12 +509,20 @@ void Communicator::awaitPeersOutOfMemory(std::chrono::milliseconds timeout) {
 
 void Communicator::abort() {
   aborted_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(deviceMu_);
+    if (deviceKernels_) deviceKernels_->abort();
+  }
   if (boot_) boot_->abort();
   announceFailure(rank_);
 }
 
 void Communicator::abortDataPath() {
   aborted_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(deviceMu_);
+    if (deviceKernels_) deviceKernels_->abort();
+  }
   announceFailure(rank_);
 }
 

@@ -13,6 +13,7 @@
 #include "src/common/tuning.h"
 #include "src/core/call.h"
 #include "src/core/device_calls.h"
+#include "src/core/device_kernels.h"
 #include "src/core/scratch_pool.h"
 #include "src/exec/executor.h"
 #include "src/select/selector.h"
@@ -29,8 +30,17 @@ struct CommConfig {
   // Knob values as the environment gives them (Tuning::fromEnvironment()); init adds what it
   // learns about the host and rank 0's FIFO geometry, and the communicator's tuning() is that.
   Tuning tuning;
+  // The rank's GPU (noteCudaDevice): its ordinal in this process (-1: none) and PCI bus id,
+  // which names it across processes ("" where none). Children of a split inherit it.
+  int cudaDevice = -1;
+  std::string cudaBusId;
 };
 CommConfig configFromEnv();
+// Records in `cfg` the GPU of the rank being created: `ordinal` (ncclCommInitAll's devlist
+// entry), or with -2 the device whose context is current on the calling thread, as NCCL takes
+// it. Leaves none where there is no driver or no current context; asks nothing that would create
+// CUDA state (no cuInit).
+void noteCudaDevice(CommConfig* cfg, int ordinal);
 
 class Communicator : public exec::ConnectionSource {
  public:
@@ -118,9 +128,24 @@ class Communicator : public exec::ConnectionSource {
   // Calls on device memory (src/core/device_calls.h): their workers and staging, made at the
   // first such call with the CUDA driver `api`.
   DeviceCallState& deviceCalls(const cuda::DriverApi& api);
-  // Ends them: waits for jobs still on their streams (bounded), joins the workers. Destroy and
-  // abort call it before the links go.
+  // Ends them: waits for jobs still on their streams (bounded), joins the workers, and for the
+  // kernel path's launches. Destroy calls it before the links go.
   void endDeviceCalls();
+  // The kernel path of calls on device memory (src/core/device_kernels.h), decided at the first
+  // such call: null where this communicator stages them instead.
+  DeviceKernelRank* deviceKernels(const cuda::DriverApi& api);
+  // The decision's result once made (null before, or where staged).
+  DeviceKernelRank* kernelRank();
+  // Whether every rank of this communicator lives on this host; whether rank `r` lives in this
+  // process.
+  bool allRanksOnThisHost() const;
+  bool peerInThisProcess(int r) const { return peers_[r].processHash == peers_[rank_].processHash; }
+  // The plan a collective call runs (as collectiveWork chooses it).
+  std::shared_ptr<const plan::Plan> planForDevice(const Call& call);
+  // The factor of a PreMulSum op handle (createPreMulSum).
+  Scalar preMulScalar(int op) const { return ops_[op - kNumBuiltinOps].scalar; }
+  // asyncError(), after taking in a failure the kernel path's launches recorded.
+  Status pollAsyncError();
 
   // Registered buffers (ncclCommRegister).
   void* registerBuffer(void* buff, size_t size);
@@ -228,6 +253,10 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex deviceMu_;
   std::unique_ptr<DeviceCallState> deviceCalls_;
+  // Every rank's GPU at init, by PCI bus id ("" where none).
+  std::vector<std::string> cudaBusIds_;
+  bool kernelsDecided_ = false;
+  std::unique_ptr<DeviceKernelRank> deviceKernels_;
 
   std::atomic<Status> asyncError_{Status::kSuccess};
   std::atomic<bool> aborted_{false};

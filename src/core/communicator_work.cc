@@ -108,6 +108,14 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   return plan;
 }
 
+std::shared_ptr<const plan::Plan> Communicator::planForDevice(const Call& call) {
+  bool inPlace = false;
+  std::shared_ptr<const plan::Plan> p = planForCall(call, &inPlace);
+  if (!p->outOfPlaceSafe && !inPlace)
+    fail(Status::kInternalError, "plan " + p->algorithm + " only runs in place");
+  return p;
+}
+
 exec::Work Communicator::collectiveWork(const Call& call) {
   exec::Work w;
   fillCollectiveWork(call, &w);

@@ -247,7 +247,14 @@ Status launchDevice(std::vector<Call> calls, std::string* why) {
     return Status::kInvalidArgument;
   }
   try {
-    return calls.front().comm->deviceCalls(*api).launch(std::move(calls), runStagedCalls, why);
+    // Communicators whose ranks all use this GPU run the calls in the interpreter's kernel
+    // (src/core/device_kernels.h); the rest are staged through host memory.
+    std::vector<Call> kernel, staged;
+    for (const Call& c : calls) (c.comm->deviceKernels(*api) ? kernel : staged).push_back(c);
+    if (!kernel.empty())
+      if (Status st = launchKernels(kernel, why); st != Status::kSuccess) return st;
+    if (staged.empty()) return Status::kSuccess;
+    return staged.front().comm->deviceCalls(*api).launch(std::move(staged), runStagedCalls, why);
   } catch (const Error& e) {
     *why = e.what();
     return e.code();

@@ -53,6 +53,14 @@ struct DeviceRunArgs {
   const DeviceFifo* recvFifos = nullptr;  // plan->recvLinks views
   uint64_t* laneDone = nullptr;       // plan->lanes counters: epoch << 32 | steps done; zeroed once
   uint64_t* lanesFinished = nullptr;  // lanes finished over all runs; zeroed once
+  // Lanes of this rank's earlier runs over these counters: the run's last lane to finish sees
+  // lanesFinished reach lanesBefore + plan->lanes (runs of different plans differ in lanes).
+  uint64_t lanesBefore = 0;
+  // Where set, the run count lives in device memory instead (zeroed once): the run's epoch is
+  // *runs + 1, and its last lane resets lanesFinished and counts the run, so that a launch
+  // replayed from a CUDA graph (whose arguments are fixed) runs as the next epoch. Epoch and
+  // lanesBefore are then unused.
+  uint64_t* runs = nullptr;
   uint32_t epoch = 1;                 // this run's number: 1, 2, ... (same on every lane)
   uint32_t* abort = nullptr;          // nonzero: stop waiting (host or a failing lane sets it)
   DeviceStatus* status = nullptr;
@@ -317,7 +325,9 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
   const DevicePlan* p = a.plan;
   const typename E::Calc scale = scalarOf<E>(p->scalar);
   const uint32_t first = laneFirst(p)[lane], end = laneFirst(p)[lane + 1];
-  const uint64_t epochBase = uint64_t{a.epoch} << 32;
+  // Read before this lane finishes, so before the run's last lane counts the run.
+  const uint32_t epoch = a.runs ? static_cast<uint32_t>(sync::loadAcquire(a.runs) + 1) : a.epoch;
+  const uint64_t epochBase = uint64_t{epoch} << 32;
   for (uint32_t i = first; i < end; ++i) {
     const DeviceStep& s = stepsOf(p)[i];
     const uint32_t index = i - first;
@@ -345,10 +355,14 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
   // The rank's last lane to finish divides an integer Avg's result.
   if (tid == 0) {
     const uint64_t before = sync::fetchAddAcqRel(a.lanesFinished);
-    sh.last = before + 1 == uint64_t{a.epoch} * p->lanes;
+    sh.last = before + 1 == (a.runs ? 0 : a.lanesBefore) + p->lanes;
   }
   blockSync();
   if (sh.last && p->divisor > 1) divideShare<E>(a.buffers[1], p->divideCount, p->divisor, tid, nth);
+  if (sh.last && a.runs && tid == 0) {
+    sync::storeRelease(a.lanesFinished, 0);
+    sync::storeRelease(a.runs, epoch);
+  }
   return DeviceError::kNone;
 }
 

@@ -261,6 +261,7 @@ bool runCase(const Case& c) {
         a.abort = &control->abort;
         a.status = &control->status;
         a.epoch = epoch;
+        a.lanesBefore = uint64_t(epoch - 1) * k.blob.plan()->lanes;
         a.timeoutNs = 10'000'000'000ull;
         const int rc = wc::launchDeviceInterp(a, k.blob.plan()->lanes, stream);
         failed[r] = !ok(static_cast<cudaError_t>(rc), "launch");

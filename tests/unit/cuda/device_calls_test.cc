@@ -12,42 +12,29 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "nccl.h"
-
-extern "C" {
-void* weftFakeDeviceAlloc(size_t bytes);
-void weftFakeDeviceFree(void* p);
-void* weftFakeStreamCreate();
-void weftFakeStreamDestroy(void* s);
-void weftFakeStreamSynchronize(void* s);
-void weftFakeLaunch(void* stream, void (*fn)(void*), void* arg);
-void weftFakeBeginCapture(void* stream);
-void* weftFakeEndCapture(void* stream);
-void weftFakeGraphLaunch(void* graph, void* stream);
-void weftFakeGraphDestroy(void* graph);
-}
+#include "tests/unit/cuda/fake_stream_api.h"
 
 namespace {
 
 // Set before the library first asks for its driver.
 const bool kFakeDriver = setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1) == 0;
 
-struct DeviceBuffer {
-  float* p = nullptr;
-  size_t count = 0;
-  explicit DeviceBuffer(size_t n)
-      : p(static_cast<float*>(weftFakeDeviceAlloc(n * 4 + 4))), count(n) {}
-  ~DeviceBuffer() { weftFakeDeviceFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-};
+using DeviceBuffer = weft::test::FakeDeviceBuffer<float>;
 
-class DeviceCalls : public ::testing::TestWithParam<int> {
+// Each case runs on both paths: the device interpreter's kernel (ranks of one process on one
+// GPU, the default) and staging through host memory (WEFT_DEVICE_KERNELS=0).
+class DeviceCalls : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(kFakeDriver);
-    n_ = GetParam();
+    n_ = std::get<0>(GetParam());
+    kernels_ = std::get<1>(GetParam());
+    setenv("WEFT_DEVICE_KERNELS", kernels_ ? "1" : "0", 1);  // read at init
+    launchesBefore_ = weftFakeKernelLaunches();
     comms_.resize(n_);
     ASSERT_EQ(ncclCommInitAll(comms_.data(), n_, nullptr), ncclSuccess);
     for (int r = 0; r < n_; ++r) streams_.push_back(weftFakeStreamCreate());
@@ -56,12 +43,23 @@ class DeviceCalls : public ::testing::TestWithParam<int> {
     for (void* s : streams_) weftFakeStreamSynchronize(s);
     for (auto c : comms_) ncclCommDestroy(c);
     for (void* s : streams_) weftFakeStreamDestroy(s);
+    unsetenv("WEFT_DEVICE_KERNELS");
+  }
+  // The calls so far took the path the case is about.
+  void expectPath() {
+    const uint64_t launches = weftFakeKernelLaunches() - launchesBefore_;
+    if (kernels_)
+      EXPECT_GT(launches, 0u) << "no call ran in the device interpreter's kernel";
+    else
+      EXPECT_EQ(launches, 0u) << "WEFT_DEVICE_KERNELS=0, yet the kernel ran";
   }
   cudaStream_t stream(int r) { return static_cast<cudaStream_t>(streams_[r]); }
   void syncAll() {
     for (void* s : streams_) weftFakeStreamSynchronize(s);
   }
   int n_ = 0;
+  bool kernels_ = true;
+  uint64_t launchesBefore_ = 0;
   std::vector<ncclComm_t> comms_;
   std::vector<void*> streams_;
 };
@@ -153,6 +151,7 @@ TEST_P(DeviceCalls, EveryCollectiveOnItsStream) {
   });
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(recv[r]->p[i], valueOf((r + n - 1) % n, i));
+  expectPath();
 }
 
 TEST_P(DeviceCalls, InPlaceAndOneStreamForAllRanks) {
@@ -175,6 +174,7 @@ TEST_P(DeviceCalls, InPlaceAndOneStreamForAllRanks) {
     for (int q = 0; q < n; ++q)
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(buf[r]->p[q * count + i], valueOf(q, q * count + i)) << "rank " << r;
+  expectPath();
 }
 
 struct Fill {
@@ -222,6 +222,7 @@ TEST_P(DeviceCalls, OrderedWithOtherWorkOnTheStream) {
   const float total = float(n * (n + 1) / 2);
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; i += 997) ASSERT_EQ(after[r]->p[i], 2 * total);
+  expectPath();
 }
 
 TEST_P(DeviceCalls, CapturedGraphReplaysWithNewInputs) {
@@ -251,10 +252,15 @@ TEST_P(DeviceCalls, CapturedGraphReplaysWithNewInputs) {
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r]->p[i], expect) << "replay " << replay;
   }
   for (void* g : graphs) weftFakeGraphDestroy(g);
+  expectPath();
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCalls, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return "n" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Ranks, DeviceCalls,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_kernel" : "_staged");
+                         });
 
 TEST(DeviceCallErrors, MixedMemoryIsAnError) {
   ASSERT_TRUE(kFakeDriver);
@@ -272,22 +278,27 @@ TEST(DeviceCallErrors, MixedMemoryIsAnError) {
   weftFakeStreamDestroy(s);
 }
 
-// A rank whose peer never joins: its job fails when the communicator is aborted, and the stream
-// goes on (the failure is the communicator's async error).
-TEST(DeviceCallErrors, AbortedJobLetsTheStreamGoOn) {
+// A rank whose peer never joins: its call fails when the communicator is aborted, and the stream
+// goes on (the failure is the communicator's async error). On both paths.
+TEST(DeviceCallErrors, AbortedCallLetsTheStreamGoOn) {
   ASSERT_TRUE(kFakeDriver);
-  std::vector<ncclComm_t> comms(2);
-  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
-  DeviceBuffer a(1024), b(1024);
-  void* s = weftFakeStreamCreate();
-  ASSERT_EQ(
-      ncclAllReduce(a.p, b.p, 1024, ncclFloat, ncclSum, comms[0], static_cast<cudaStream_t>(s)),
-      ncclSuccess);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
-  weftFakeStreamSynchronize(s);  // returns: the job's flag was raised
-  ncclCommDestroy(comms[1]);
-  weftFakeStreamDestroy(s);
+  for (const char* kernels : {"1", "0"}) {
+    SCOPED_TRACE(std::string("WEFT_DEVICE_KERNELS=") + kernels);
+    setenv("WEFT_DEVICE_KERNELS", kernels, 1);
+    std::vector<ncclComm_t> comms(2);
+    ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+    DeviceBuffer a(1024), b(1024);
+    void* s = weftFakeStreamCreate();
+    ASSERT_EQ(
+        ncclAllReduce(a.p, b.p, 1024, ncclFloat, ncclSum, comms[0], static_cast<cudaStream_t>(s)),
+        ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
+    weftFakeStreamSynchronize(s);  // returns: the call gave up
+    ncclCommDestroy(comms[1]);
+    weftFakeStreamDestroy(s);
+  }
+  unsetenv("WEFT_DEVICE_KERNELS");
 }
 
 }  // namespace

@@ -153,6 +153,7 @@ std::vector<Bytes> runDeviceInterpreter(const plan::Plan& p, const std::vector<B
       a.laneDone = dr.laneDone.data();
       a.lanesFinished = &dr.lanesFinished;
       a.epoch = static_cast<uint32_t>(run);
+      a.lanesBefore = uint64_t(run - 1) * dr.blob.plan()->lanes;
       a.abort = &dr.abort;
       a.status = &dr.status;
       a.timeoutNs = setup.timeoutNs;

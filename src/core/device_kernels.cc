@@ -1,0 +1,480 @@
+#include "src/core/device_kernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "src/common/log.h"
+#include "src/core/communicator.h"
+#include "src/core/device_world.h"
+#include "src/cuda/device_plan.h"
+#include "transports/cuda/ipc.h"
+#include "transports/cuda/ipc_descriptor.h"
+
+namespace weft::core {
+
+using cuda::CuDevicePtr;
+using cuda::CuResult;
+using cuda::CuStream;
+
+// One queued launch: an event recorded after it, shared by the ranks it carries.
+struct LaunchDone {
+  const cuda::DriverApi* api = nullptr;
+  cuda::CuEvent event = nullptr;
+  CuStream stream = nullptr;
+  ~LaunchDone() {
+    if (event) api->eventDestroy(event);
+  }
+  bool finished() const { return api->eventQuery(event) == cuda::kCuSuccess; }
+};
+
+namespace {
+
+// Bootstrap tags of FIFO exports, one per channel (the pair is the bootstrap's own).
+constexpr int kFifoTagBase = 0x57460000;
+int fifoTag(int channel) { return kFifoTagBase + channel; }
+
+// Lane counters are allocated for at least this many lanes (plans have a few to a few dozen).
+constexpr uint32_t kMinCounterLanes = 64;
+// After an abort at destroy, how long a launch gets to notice it and end.
+constexpr auto kAbortGrace = std::chrono::seconds(10);
+
+template <class T>
+T* deviceAs(CuDevicePtr p) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(p));
+}
+
+std::string describeStatus(const cuda::DeviceStatus& s) {
+  static const char* const kErrors[] = {"no error", "aborted", "timed out", "mismatched calls",
+                                        "bad arguments"};
+  static const char* const kWaits[] = {"nothing", "a step of lane", "a free slot to rank",
+                                       "a message from rank"};
+  std::string text =
+      std::string("device interpreter: ") + (s.error < 5 ? kErrors[s.error] : "unknown error");
+  if (s.error == static_cast<uint32_t>(cuda::DeviceError::kAborted))
+    return text + " (this communicator, or another rank of it on this GPU, failed or was aborted)";
+  text += " in lane " + std::to_string(s.lane) + " step " + std::to_string(s.step);
+  if (s.waitingOn > 0 && s.waitingOn < 4)
+    text += ", waiting for " + std::string(kWaits[s.waitingOn]) + " " + std::to_string(s.peer);
+  if (s.error == static_cast<uint32_t>(cuda::DeviceError::kMismatch))
+    text += ": expected " + std::to_string(s.expectedBytes) + " bytes, got " +
+            std::to_string(s.gotBytes);
+  return text;
+}
+
+}  // namespace
+
+struct DeviceKernelRank::Impl {
+  const cuda::DriverApi* api = nullptr;
+  Communicator* comm = nullptr;
+  int rank = 0;
+  uint32_t slotBytes = 0;
+  uint64_t timeoutNs = 0;
+  std::chrono::milliseconds timeout{0};
+
+  // A lowered plan in device memory: the blob, then its send and receive FIFO tables.
+  struct Blob {
+    std::shared_ptr<const plan::Plan> keep;
+    CuDevicePtr mem = 0;
+    uint32_t lanes = 0;
+    size_t sendAt = 0, recvAt = 0;
+  };
+  std::map<std::string, Blob> blobs;
+
+  // laneDone[counterLanes], lanesFinished, runs: the launches keep their epochs in device
+  // memory, so a captured launch replays as the next run.
+  CuDevicePtr counters = 0;
+  uint32_t counterLanes = 0;
+  CuDevicePtr scratch = 0;
+  size_t scratchBytes = 0;
+  DeviceWorld::HostBlock status;
+  bool aborted = false;
+
+  std::vector<std::shared_ptr<LaunchDone>> pending;
+
+  // Lowered plans not yet in device memory (their links may still wait for an export).
+  std::map<std::string, cuda::DevicePlanBlob> lowered;
+  // Receive links from ranks in other processes whose FIFOs this rank has exported.
+  std::map<std::pair<int, int>, bool> exported;
+
+  const cuda::DevicePlanBlob& lower(const DeviceKernelRank::Unit& u) {
+    auto it = lowered.find(u.key);
+    if (it != lowered.end()) return it->second;
+    return lowered.emplace(u.key, cuda::lowerForDevice(*u.program, u.plan->spec, rank, u.call))
+        .first->second;
+  }
+
+  // Exports the FIFOs of `blob`'s receive links whose senders live in other processes.
+  void exportReceives(DeviceWorld& world, const cuda::DevicePlanBlob& blob) {
+    const cuda::DevicePlan* dp = blob.plan();
+    for (uint32_t k = 0; k < dp->recvLinks; ++k) {
+      const cuda::DeviceLink l = cuda::recvLinksOf(dp)[k];
+      if (comm->peerInThisProcess(l.peer) || exported.count({l.peer, l.channel})) continue;
+      const cuda::DeviceFifo f = world.fifo(l.peer, rank, l.channel);
+      transport::cuda::IpcDescriptor d;
+      std::string why;
+      if (Status st = transport::cuda::exportDeviceBuffer(*api, f.posted, world.fifoBytes(), &d,
+                                                         &why);
+          st != Status::kSuccess)
+        fail(st, "exporting the FIFO from rank " + std::to_string(l.peer) + ": " + why);
+      const auto bytes = transport::cuda::encodeIpcDescriptor(d);
+      comm->bootstrap().send(l.peer, fifoTag(l.channel), bytes.data(), bytes.size());
+      exported[{l.peer, l.channel}] = true;
+    }
+  }
+
+  // The FIFO this rank sends on to `peer`: shared in this process, else mapped from the
+  // receiver's export (waiting for it through the bootstrap).
+  cuda::DeviceFifo sendFifo(DeviceWorld& world, int peer, int channel) {
+    cuda::DeviceFifo f;
+    if (comm->peerInThisProcess(peer)) return world.fifo(rank, peer, channel);
+    if (world.findFifo(rank, peer, channel, &f)) return f;
+    transport::cuda::IpcDescriptorBytes bytes;
+    comm->bootstrap().recv(peer, fifoTag(channel), bytes.data(), bytes.size());
+    transport::cuda::IpcDescriptor d;
+    std::string why;
+    if (!transport::cuda::parseIpcDescriptor(bytes, &d, &why))
+      fail(Status::kRemoteError,
+           "rank " + std::to_string(peer) + " sent a bad FIFO export: " + why);
+    return world.importFifo(rank, peer, channel, d);
+  }
+
+  const Blob& blobFor(DeviceWorld& world, const DeviceKernelRank::Unit& u) {
+    auto it = blobs.find(u.key);
+    if (it != blobs.end()) return it->second;
+    const cuda::DevicePlanBlob& blob = lower(u);
+    const cuda::DevicePlan* dp = blob.plan();
+    std::vector<cuda::DeviceFifo> sends, recvs;
+    for (uint32_t k = 0; k < dp->sendLinks; ++k) {
+      const cuda::DeviceLink l = cuda::sendLinksOf(dp)[k];
+      sends.push_back(sendFifo(world, l.peer, l.channel));
+    }
+    for (uint32_t k = 0; k < dp->recvLinks; ++k) {
+      const cuda::DeviceLink l = cuda::recvLinksOf(dp)[k];
+      recvs.push_back(world.fifo(l.peer, rank, l.channel));
+    }
+    Blob b;
+    b.keep = u.plan;
+    b.lanes = dp->lanes;
+    b.sendAt = (blob.bytes() + 63) / 64 * 64;
+    b.recvAt = b.sendAt + sends.size() * sizeof(cuda::DeviceFifo);
+    std::vector<char> bytes(b.recvAt + recvs.size() * sizeof(cuda::DeviceFifo));
+    std::memcpy(bytes.data(), blob.data(), blob.bytes());
+    if (!sends.empty())
+      std::memcpy(bytes.data() + b.sendAt, sends.data(), sends.size() * sizeof(cuda::DeviceFifo));
+    if (!recvs.empty())
+      std::memcpy(bytes.data() + b.recvAt, recvs.data(), recvs.size() * sizeof(cuda::DeviceFifo));
+    b.mem = world.upload(bytes.data(), bytes.size());
+    lowered.erase(u.key);
+    return blobs.emplace(u.key, std::move(b)).first->second;
+  }
+
+  // Drops the launches known to be finished; true when none is left.
+  bool prune() {
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const std::shared_ptr<LaunchDone>& d) { return d->finished(); }),
+                  pending.end());
+    return pending.empty();
+  }
+
+  bool awaitPending(std::chrono::steady_clock::duration limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!prune()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+};
+
+std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& api,
+                                                         Communicator& comm, int device,
+                                                         const std::vector<std::string>& busIds,
+                                                         std::string* why) {
+  const Tuning& t = comm.tuning();
+  if (!t.deviceKernels) {
+    *why = "WEFT_DEVICE_KERNELS=0";
+    return nullptr;
+  }
+  if (!comm.allRanksOnThisHost()) {
+    *why = "its ranks are on several hosts";
+    return nullptr;
+  }
+  if (busIds.empty() || busIds[0].empty() ||
+      std::any_of(busIds.begin(), busIds.end(), [&](const std::string& b) { return b != busIds[0]; })) {
+    *why = "its ranks did not all have the same GPU current at init";
+    return nullptr;
+  }
+  if (comm.size() > static_cast<int>(cuda::kMaxLaunchRanks)) {
+    *why = "it has more than " + std::to_string(cuda::kMaxLaunchRanks) + " ranks";
+    return nullptr;
+  }
+  std::vector<cuda::DriverFeature> features{cuda::DriverFeature::kStreams,
+                                            cuda::DriverFeature::kStaged,
+                                            cuda::DriverFeature::kKernels};
+  // FIFOs between processes travel as legacy IPC handles of cuMemAlloc memory.
+  for (int r = 0; r < comm.size(); ++r)
+    if (!comm.peerInThisProcess(r)) {
+      features.push_back(cuda::DriverFeature::kLegacyIpc);
+      break;
+    }
+  for (auto feature : features)
+    if (std::string missing = cuda::missingEntryPoint(&api, feature); !missing.empty()) {
+      *why = "the driver lacks " + missing;
+      return nullptr;
+    }
+  if (!api.memAlloc || !api.memFree || !api.streamCreate || !api.streamDestroy ||
+      !api.streamSynchronize || !api.streamWaitEvent) {
+    *why = "the driver lacks cuMemAlloc, cuMemFree or stream entry points";
+    return nullptr;
+  }
+  std::shared_ptr<DeviceWorld> world =
+      DeviceWorld::join(api, comm.commHash(), device, comm.tuning().slots,
+                        static_cast<uint32_t>(comm.tuning().slotBytes), why);
+  if (!world) return nullptr;
+  std::unique_ptr<DeviceKernelRank> k(new DeviceKernelRank);
+  k->api_ = &api;
+  k->threads_ = t.deviceThreads;
+  k->world_ = std::move(world);
+  k->impl_ = std::make_unique<Impl>();
+  Impl& m = *k->impl_;
+  m.api = &api;
+  m.comm = &comm;
+  m.rank = comm.rank();
+  m.slotBytes = static_cast<uint32_t>(t.slotBytes);
+  m.timeout = t.timeout;
+  m.timeoutNs = t.timeout.count() > 0 ? static_cast<uint64_t>(t.timeout.count()) * 1000000ull
+                                      : ~uint64_t{0} / 2;
+  m.status = k->world_->hostBlock(sizeof(cuda::DeviceStatus));
+  return k;
+}
+
+DeviceKernelRank::~DeviceKernelRank() {
+  if (!impl_) return;
+  Impl& m = *impl_;
+  const auto limit = m.timeout.count() > 0 ? m.timeout : std::chrono::milliseconds(30000);
+  if (m.awaitPending(limit)) return;
+  WEFT_WARN(INIT, "rank %d: launches on device memory still run at destroy: aborting them",
+            m.rank);
+  world_->raiseAbort();
+  if (!m.awaitPending(kAbortGrace)) world_->keepMemory();
+}
+
+std::shared_ptr<LaunchDone> DeviceKernelRank::lastLaunch() const {
+  return impl_->pending.empty() ? nullptr : impl_->pending.back();
+}
+
+const cuda::InterpModule& DeviceKernelRank::module() const { return world_->module(); }
+
+void DeviceKernelRank::abort() {
+  impl_->aborted = true;
+  world_->raiseAbort();
+}
+
+Status DeviceKernelRank::failure(std::string* why) const {
+  auto* s = static_cast<cuda::DeviceStatus*>(impl_->status.host);
+  if (__atomic_load_n(&s->error, __ATOMIC_ACQUIRE) == 0) return Status::kSuccess;
+  cuda::DeviceStatus copy;
+  std::memcpy(&copy, s, sizeof(copy));
+  *why = "rank " + std::to_string(impl_->rank) + ": " + describeStatus(copy);
+  switch (static_cast<cuda::DeviceError>(copy.error)) {
+    case cuda::DeviceError::kMismatch:
+      return Status::kInvalidUsage;
+    case cuda::DeviceError::kBadArgs:
+      return Status::kInternalError;
+    default:
+      return Status::kRemoteError;
+  }
+}
+
+Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::string* why) {
+  Impl& m = *impl_;
+  Communicator& comm = *m.comm;
+  try {
+    Unit u;
+    if (calls.front().coll == plan::Collective::kSendRecv) {
+      exec::Work w = comm.p2pWork(calls);
+      if (w.buffers.size() > cuda::kMaxDeviceBuffers) {
+        *why = "a group of more than " + std::to_string(cuda::kMaxDeviceBuffers - 3) +
+               " sends and receives on device memory per rank";
+        return Status::kInvalidUsage;
+      }
+      u.key = "p2p";
+      for (const Call& c : calls)
+        u.key += (c.isSend ? ":s" : ":r") + std::to_string(c.root) + "." +
+                 std::to_string(c.count * dataTypeSize(c.type));
+      u.plan = w.plan;
+      u.program = w.program;
+      u.call = cuda::DeviceCall{DataType::kUint8, RedOp::kSum, Scalar{}, m.slotBytes};
+      u.buffers = w.buffers;
+    } else {
+      const Call& c = calls.front();
+      u.plan = comm.planForDevice(c);
+      u.program = &u.plan->programs[m.rank];
+      u.call = cuda::DeviceCall{c.type, RedOp::kSum, Scalar{}, m.slotBytes};
+      if (c.op >= kNumBuiltinOps) {
+        u.call.op = RedOp::kPreMulSum;
+        u.call.scalar = comm.preMulScalar(c.op);
+      } else {
+        u.call.op = static_cast<RedOp>(c.op);
+      }
+      char scalarKey[2 * sizeof(Scalar) + 1] = {};
+      for (size_t i = 0; i < sizeof(Scalar); ++i)
+        std::snprintf(scalarKey + 2 * i, 3, "%02x", u.call.scalar.bytes[i]);
+      u.key = "coll:" + std::to_string(reinterpret_cast<uintptr_t>(u.plan.get())) + ":" +
+              std::to_string(static_cast<int>(c.type)) + ":" +
+              std::to_string(static_cast<int>(u.call.op)) + ":" + scalarKey;
+      u.scratchBytes = u.program->scratchElems * dataTypeSize(c.type);
+      u.buffers = {const_cast<char*>(static_cast<const char*>(c.send)),
+                   static_cast<char*>(c.recv), nullptr};
+    }
+    if (!m.blobs.count(u.key)) m.exportReceives(*world_, m.lower(u));
+    *unit = std::move(u);
+    return Status::kSuccess;
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+}
+
+Status DeviceKernelRank::prepare(const Unit& u, cuda::DeviceRunArgs* args, uint32_t* lanes,
+                                 std::string* why) {
+  Impl& m = *impl_;
+  DeviceWorld& world = *world_;
+  try {
+    cuda::DeviceRunArgs a;
+    const Impl::Blob& blob = m.blobFor(world, u);
+    for (size_t i = 0; i < u.buffers.size(); ++i) a.buffers[i] = u.buffers[i];
+    if (u.scratchBytes > m.scratchBytes) {
+      m.scratch = world.allocate(u.scratchBytes, false);
+      m.scratchBytes = u.scratchBytes;
+    }
+    if (u.scratchBytes > 0) a.buffers[plan::kScratch] = deviceAs<char>(m.scratch);
+    if (blob.lanes > m.counterLanes) {
+      // Fresh counters: no earlier run used them (the old ones stay for launches still on them).
+      m.counterLanes = std::max(kMinCounterLanes, blob.lanes);
+      m.counters = world.allocate((m.counterLanes + 2) * sizeof(uint64_t), true);
+    }
+    a.plan = deviceAs<const cuda::DevicePlan>(blob.mem);
+    a.sendFifos = deviceAs<const cuda::DeviceFifo>(blob.mem + blob.sendAt);
+    a.recvFifos = deviceAs<const cuda::DeviceFifo>(blob.mem + blob.recvAt);
+    a.laneDone = deviceAs<uint64_t>(m.counters);
+    a.lanesFinished = deviceAs<uint64_t>(m.counters + m.counterLanes * sizeof(uint64_t));
+    a.runs = deviceAs<uint64_t>(m.counters + (m.counterLanes + 1) * sizeof(uint64_t));
+    a.abort = world.abortDevice();
+    a.status = deviceAs<cuda::DeviceStatus>(m.status.device);
+    a.timeoutNs = m.timeoutNs;
+    *args = a;
+    *lanes = blob.lanes;
+    return Status::kSuccess;
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+}
+
+void DeviceKernelRank::committed(const std::shared_ptr<LaunchDone>& done) {
+  Impl& m = *impl_;
+  m.prune();
+  if (done) m.pending.push_back(done);
+}
+
+Status launchKernels(const std::vector<Call>& calls, std::string* why) {
+  std::vector<Communicator*> order;
+  std::map<Communicator*, std::vector<std::vector<Call>>> units;
+  std::map<Communicator*, size_t> p2pUnit;
+  for (const Call& c : calls) {
+    auto& list = units[c.comm];
+    if (list.empty() && std::find(order.begin(), order.end(), c.comm) == order.end())
+      order.push_back(c.comm);
+    if (c.coll == plan::Collective::kSendRecv) {
+      auto it = p2pUnit.find(c.comm);
+      if (it == p2pUnit.end()) {
+        p2pUnit[c.comm] = list.size();
+        list.push_back({c});
+      } else {
+        list[it->second].push_back(c);
+      }
+    } else {
+      list.push_back({c});
+    }
+  }
+  if (order.size() > cuda::kMaxLaunchRanks) {
+    *why = "calls of " + std::to_string(order.size()) +
+           " ranks on one stream in one group; at most " +
+           std::to_string(cuda::kMaxLaunchRanks) + " ranks can share a stream";
+    return Status::kInvalidUsage;
+  }
+  size_t rounds = 0;
+  for (Communicator* comm : order) rounds = std::max(rounds, units[comm].size());
+  auto stream = static_cast<CuStream>(calls.front().stream);
+  const cuda::DriverApi& api = order.front()->kernelRank()->api();
+  int capture = cuda::kCuStreamCaptureStatusNone;
+  const bool capturing = api.streamIsCapturing(stream, &capture) == cuda::kCuSuccess &&
+                         capture != cuda::kCuStreamCaptureStatusNone;
+  // While a stream is captured the set-up's allocations and copies must not invalidate the
+  // capture: relaxed capture mode on this thread for the duration.
+  int mode = cuda::kCuStreamCaptureModeRelaxed;
+  const bool exchanged = capturing && api.threadExchangeStreamCaptureMode &&
+                         api.threadExchangeStreamCaptureMode(&mode) == cuda::kCuSuccess;
+  struct RestoreMode {
+    const cuda::DriverApi& api;
+    bool exchanged;
+    int& mode;
+    ~RestoreMode() {
+      if (exchanged) api.threadExchangeStreamCaptureMode(&mode);
+    }
+  } restore{api, exchanged, mode};
+  for (size_t j = 0; j < rounds; ++j) {
+    cuda::InterpLaunch p;
+    std::vector<DeviceKernelRank*> ranks;
+    std::vector<DeviceKernelRank::Unit> planned;
+    for (Communicator* comm : order) {
+      if (units[comm].size() <= j) continue;
+      ranks.push_back(comm->kernelRank());
+      planned.emplace_back();
+      if (Status st = ranks.back()->plan(units[comm][j], &planned.back(), why);
+          st != Status::kSuccess)
+        return st;
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      uint32_t l = 0;
+      if (Status st = ranks[i]->prepare(planned[i], &p.args[p.ranks], &l, why);
+          st != Status::kSuccess)
+        return st;
+      p.firstBlock[p.ranks + 1] = p.firstBlock[p.ranks] + l;
+      ++p.ranks;
+    }
+    CuResult rc = cuda::kCuSuccess;
+    // A rank's launches run one after another, as NCCL orders a communicator's calls: one on
+    // another stream than the rank's last waits for that one (a graph being captured orders
+    // its own nodes).
+    if (!capturing)
+      for (DeviceKernelRank* k : ranks)
+        if (const std::shared_ptr<LaunchDone> last = k->lastLaunch();
+            last && last->stream != stream && !last->finished() &&
+            (rc = api.streamWaitEvent(stream, last->event, 0)) != cuda::kCuSuccess)
+          break;
+    std::shared_ptr<LaunchDone> done;
+    if (rc == cuda::kCuSuccess)
+      rc = ranks.front()->module().launch(p, stream, ranks.front()->threads());
+    if (rc == cuda::kCuSuccess && !capturing) {
+      done = std::make_shared<LaunchDone>();
+      done->api = &api;
+      done->stream = stream;
+      rc = api.eventCreate(&done->event, cuda::kCuEventDisableTiming);
+      if (rc == cuda::kCuSuccess) rc = api.eventRecord(done->event, stream);
+    }
+    if (rc != cuda::kCuSuccess) {
+      *why = "launching the device interpreter failed: " + cuda::resultText(&api, rc);
+      return Status::kUnhandledCudaError;
+    }
+    for (DeviceKernelRank* k : ranks) k->committed(done);
+  }
+  return Status::kSuccess;
+}
+
+}  // namespace weft::core

@@ -1,0 +1,104 @@
+// Calls on device memory among ranks that all use one GPU (threads of one process, or processes
+// of one host): run by the device interpreter's kernel (src/cuda/device_interp.h) on the
+// caller's stream, reading and writing the user's buffers in place, with FIFOs between the ranks
+// in that GPU's memory. No host thread takes part once the launch is queued, so the call costs
+// what the kernel costs. A FIFO between processes lives in its receiver's memory; the receiver
+// exports it through the bootstrap the first time a plan uses it (CUDA IPC,
+// transports/cuda/ipc.h) and the sender maps it.
+//
+// Every rank of such a communicator takes this path for every call on device memory, decided at
+// the first one from what init exchanged (host, current GPU): ranks never mix it with the staged
+// path (src/core/device_calls.h), whose messages would never meet theirs. A launch captured into
+// a CUDA graph replays as the next call of its ranks: the run count that orders the lanes'
+// counters lives in device memory.
+//
+// A launch carries the calls of up to cuda::kMaxLaunchRanks ranks that share a stream (a group
+// driving several ranks from one thread): their lanes run side by side in one grid, since a
+// kernel of one rank waiting for a later kernel of its peer on the same stream would never end.
+//
+// Failures: a lane that times out (the communicator's timeout), finds a mismatched call or sees
+// the abort raises the GPU's abort word for every rank of the communicator and records why in its
+// rank's status (pinned host memory); the communicator reads it as its asynchronous error.
+// ncclCommAbort raises the same word. Destroy waits, within the timeout, for the rank's launches
+// to finish before it frees their memory; memory a launch that never finished may still use is
+// left allocated.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/common/error.h"
+#include "src/common/tuning.h"
+#include "src/core/call.h"
+#include "src/cuda/device_plan.h"
+#include "src/cuda/driver_api.h"
+#include "src/cuda/interp_launch.h"
+
+namespace weft::core {
+
+class DeviceWorld;
+struct LaunchDone;
+
+// One rank's state on the kernel path: its lowered plans in device memory, its lane counters and
+// scratch, its status word, and the launches not yet known to be finished.
+class DeviceKernelRank {
+ public:
+  // The rank's state, or null with `why` set where this communicator cannot take the kernel path
+  // (ranks on other hosts or other GPUs, a driver without the entry points, a build without the
+  // kernel's image, WEFT_DEVICE_KERNELS=0). Every rank of the communicator gets the same answer.
+  // `busIds`: every rank's GPU at init, by PCI bus id ("" where it had none).
+  static std::unique_ptr<DeviceKernelRank> make(const cuda::DriverApi& api, Communicator& comm,
+                                                int device, const std::vector<std::string>& busIds,
+                                                std::string* why);
+  ~DeviceKernelRank();
+  DeviceKernelRank(const DeviceKernelRank&) = delete;
+  DeviceKernelRank& operator=(const DeviceKernelRank&) = delete;
+
+  // One unit of a launch (a collective call, or the point-to-point calls of a group), planned:
+  // plan() lowers it and exports the FIFOs it receives on from ranks in other processes; then
+  // prepare() maps the FIFOs it sends on to such ranks (waiting for their exports) and fills
+  // `args`, with `lanes` the unit's block count. A launch plans all its units before it prepares
+  // any, so ranks driven by one thread never wait for an export their own thread has still to
+  // make. Nothing changes until committed.
+  struct Unit {
+    std::string key;  // names the lowered plan in this rank's caches
+    std::shared_ptr<const plan::Plan> plan;
+    const plan::Program* program = nullptr;
+    cuda::DeviceCall call;
+    std::vector<char*> buffers;  // by plan buffer id (scratch filled by prepare)
+    size_t scratchBytes = 0;
+  };
+  Status plan(const std::vector<Call>& calls, Unit* unit, std::string* why);
+  Status prepare(const Unit& unit, cuda::DeviceRunArgs* args, uint32_t* lanes, std::string* why);
+  // The launch holding the prepared unit was queued; `done` is recorded after it (null for a
+  // launch captured into a graph).
+  void committed(const std::shared_ptr<LaunchDone>& done);
+
+  // The last launch this rank committed (null before the first): a launch on another stream
+  // waits for it, as NCCL orders a communicator's calls.
+  std::shared_ptr<LaunchDone> lastLaunch() const;
+
+  const cuda::InterpModule& module() const;
+  const cuda::DriverApi& api() const { return *api_; }
+  uint32_t threads() const { return threads_; }
+
+  // Raises the abort word of every rank of the communicator on this GPU.
+  void abort();
+  // The first failure a launch of this rank recorded: kSuccess, or an error with `why` set.
+  Status failure(std::string* why) const;
+
+ private:
+  DeviceKernelRank() = default;
+  struct Impl;
+  const cuda::DriverApi* api_ = nullptr;
+  uint32_t threads_ = 256;
+  std::shared_ptr<DeviceWorld> world_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Queues `calls` (on device memory, all on one stream, each of a communicator with a
+// DeviceKernelRank) as launches of the interpreter: round j holds the j-th unit of every
+// communicator. Returns at once.
+Status launchKernels(const std::vector<Call>& calls, std::string* why);
+
+}  // namespace weft::core

@@ -1,0 +1,96 @@
+// What the ranks of one communicator that share a process and a GPU share on the kernel path
+// (src/core/device_kernels.h): the interpreter loaded into their context, the FIFOs between them
+// in device memory, the abort word every launch of theirs watches, and the device memory of each
+// rank's plans, counters and scratch. One per communicator and process, joined by its ranks'
+// first calls on device memory and freed when the last of them leaves.
+//
+// Device memory is set up through a private non-blocking stream and that stream alone is
+// waited for: a copy ordered after the legacy default stream, or a free, would wait for kernels
+// that wait in turn for a launch this very thread has still to make.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "src/common/error.h"
+#include "src/cuda/device_fifo.h"
+#include "src/cuda/driver_api.h"
+#include "src/cuda/interp_launch.h"
+#include "transports/cuda/ipc.h"
+
+namespace weft::core {
+
+class DeviceWorld {
+ public:
+  // The world of communicator `commHash` in this process, made by its first rank. Null with
+  // `why` where the interpreter cannot be loaded into the current context (the same answer for
+  // every rank of the process). Throws weft::Error where a driver call fails.
+  static std::shared_ptr<DeviceWorld> join(const cuda::DriverApi& api, uint64_t commHash,
+                                           int device, uint32_t slots, uint32_t slotBytes,
+                                           std::string* why);
+  ~DeviceWorld();
+  DeviceWorld(const DeviceWorld&) = delete;
+  DeviceWorld& operator=(const DeviceWorld&) = delete;
+
+  const cuda::InterpModule& module() const { return *module_; }
+
+  // The FIFO from rank `from` to rank `to` on `channel`, allocated here and zeroed on first use
+  // (both ranks in this process, or `to`, its receiver, here and the sender elsewhere).
+  cuda::DeviceFifo fifo(int from, int to, int channel);
+  // Whether that FIFO is known here yet (made by fifo() or imported), and its view.
+  bool findFifo(int from, int to, int channel, cuda::DeviceFifo* out);
+  // Bytes of one FIFO's memory (what a receiver exports to a sender in another process).
+  size_t fifoBytes() const { return cuda::fifoBytes(slots_, slotBytes_); }
+  // A FIFO whose receiver lives in another process: its memory mapped from the receiver's
+  // export (transports/cuda/ipc.h). Throws weft::Error where it cannot be mapped.
+  cuda::DeviceFifo importFifo(int from, int to, int channel,
+                              const transport::cuda::IpcDescriptor& d);
+  // Device memory holding a copy of `bytes` bytes at `host`.
+  cuda::CuDevicePtr upload(const void* host, size_t bytes);
+  // Device memory of `bytes`, zeroed when `zero`.
+  cuda::CuDevicePtr allocate(size_t bytes, bool zero);
+  // Pinned host memory the device reaches (zeroed): the host reads what the kernel writes there.
+  struct HostBlock {
+    void* host = nullptr;
+    cuda::CuDevicePtr device = 0;
+  };
+  HostBlock hostBlock(size_t bytes);
+
+  // The abort word of every rank's launches (pinned host memory): raised by a failing lane or by
+  // ncclCommAbort of any rank of the communicator on this GPU.
+  uint32_t* abortHost() const { return static_cast<uint32_t*>(abort_.host); }
+  uint32_t* abortDevice() const {
+    return reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(abort_.device));
+  }
+  void raiseAbort();
+
+  // A rank could not tell that its launches ended: the memory stays allocated at the end.
+  void keepMemory() { keepMemory_ = true; }
+
+ private:
+  DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots, uint32_t slotBytes);
+  void check(cuda::CuResult rc, const char* what) const;
+  // Copies `bytes` from host memory (zeroes where `host` is null) into `dst` and waits for it.
+  void copyIn(cuda::CuDevicePtr dst, const void* host, size_t bytes);
+
+  const cuda::DriverApi* api_;
+  int device_;
+  uint32_t slots_, slotBytes_;
+  std::unique_ptr<transport::cuda::IpcImporter> importer_;  // made at the first import
+  std::mutex mu_;
+  std::unique_ptr<cuda::InterpModule> module_;
+  cuda::CuStream setup_ = nullptr;  // non-blocking: set-up copies wait for nothing else
+  void* staging_ = nullptr;         // pinned, for the set-up copies
+  size_t stagingBytes_ = 0;
+  HostBlock abort_;
+  std::map<std::tuple<int, int, int>, cuda::DeviceFifo> fifos_;
+  std::vector<cuda::CuDevicePtr> allocations_;
+  std::vector<void*> hostBlocks_;
+  bool keepMemory_ = false;
+};
+
+}  // namespace weft::core

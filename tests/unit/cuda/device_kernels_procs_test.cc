@@ -1,0 +1,161 @@
+// The kernel path between processes sharing one GPU: FIFOs live in their receivers' device
+// memory and travel to the senders as CUDA IPC handles through the bootstrap. Against the fake
+// stream driver, whose device memory is shared memory another process can map and whose kernels
+// run the interpreter on host threads: several layouts of processes x ranks, every collective
+// kind on device memory, each rank on its own stream, results checked in every process.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/support/grid.h"
+#include "tests/unit/cuda/fake_stream_api.h"
+
+namespace {
+
+using weft::test::FakeDeviceBuffer;
+using Buffer = FakeDeviceBuffer<float>;
+
+float valueOf(int rank, size_t i) { return float(rank + 1) + float(i % 5); }
+
+// Runs each collective over this process's ranks (a group, each rank on its own stream) and
+// checks every output; 0 when all is right.
+int runCollectives(const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
+  const size_t count = 2000 + 17;
+  const size_t k = comms.size();
+  std::vector<void*> streams;
+  std::vector<std::unique_ptr<Buffer>> send, recv;
+  for (size_t j = 0; j < k; ++j) {
+    streams.push_back(weftFakeStreamCreate());
+    send.push_back(std::make_unique<Buffer>(count * n));
+    recv.push_back(std::make_unique<Buffer>(count * n));
+  }
+  auto fill = [&] {
+    for (size_t j = 0; j < k; ++j)
+      for (size_t i = 0; i < count * n; ++i) {
+        send[j]->p[i] = valueOf(ranks[j], i);
+        recv[j]->p[i] = -1;
+      }
+  };
+  auto run = [&](const char* what, auto&& call) {
+    ncclGroupStart();
+    for (size_t j = 0; j < k; ++j)
+      if (ncclResult_t r = call(j, static_cast<cudaStream_t>(streams[j])); r != ncclSuccess) {
+        std::fprintf(stderr, "%s rank %d: %s\n", what, ranks[j], ncclGetLastError(comms[j]));
+        return false;
+      }
+    if (ncclGroupEnd() != ncclSuccess) return false;
+    for (void* s : streams) weftFakeStreamSynchronize(s);
+    for (size_t j = 0; j < k; ++j) {
+      ncclResult_t e = ncclSuccess;
+      ncclCommGetAsyncError(comms[j], &e);
+      if (e != ncclSuccess) {
+        std::fprintf(stderr, "%s rank %d: %s\n", what, ranks[j], ncclGetLastError(comms[j]));
+        return false;
+      }
+    }
+    return true;
+  };
+  auto expect = [&](const char* what, size_t j, size_t i, float got, float want) {
+    if (got == want) return true;
+    std::fprintf(stderr, "%s rank %d element %zu: %g, expected %g\n", what, ranks[j], i, got,
+                 want);
+    return false;
+  };
+  float base = 0;
+  for (int r = 0; r < n; ++r) base += float(r + 1);
+  const uint64_t launches = weftFakeKernelLaunches();
+
+  fill();
+  if (!run("allreduce", [&](size_t j, cudaStream_t s) {
+        return ncclAllReduce(send[j]->p, recv[j]->p, count, ncclFloat, ncclSum, comms[j], s);
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (size_t i = 0; i < count; ++i)
+      if (!expect("allreduce", j, i, recv[j]->p[i], base + float(n) * float(i % 5))) return 1;
+
+  fill();
+  if (!run("allgather", [&](size_t j, cudaStream_t s) {
+        return ncclAllGather(send[j]->p, recv[j]->p, count, ncclFloat, comms[j], s);
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i)
+        if (!expect("allgather", j, i, recv[j]->p[q * count + i], valueOf(q, i))) return 1;
+
+  fill();
+  if (!run("reducescatter", [&](size_t j, cudaStream_t s) {
+        return ncclReduceScatter(send[j]->p, recv[j]->p, count, ncclFloat, ncclSum, comms[j], s);
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = ranks[j] * count + i;
+      if (!expect("reducescatter", j, i, recv[j]->p[i], base + float(n) * float(at % 5))) return 1;
+    }
+
+  fill();
+  const int root = n - 1;
+  if (!run("broadcast", [&](size_t j, cudaStream_t s) {
+        return ncclBroadcast(send[j]->p, recv[j]->p, count, ncclFloat, root, comms[j], s);
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (size_t i = 0; i < count; ++i)
+      if (!expect("broadcast", j, i, recv[j]->p[i], valueOf(root, i))) return 1;
+
+  fill();
+  if (!run("sendrecv", [&](size_t j, cudaStream_t s) {
+        const int r = ranks[j];
+        ncclResult_t a = ncclSend(send[j]->p, count, ncclFloat, (r + 1) % n, comms[j], s);
+        ncclResult_t b = ncclRecv(recv[j]->p, count, ncclFloat, (r + n - 1) % n, comms[j], s);
+        return a != ncclSuccess ? a : b;
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (size_t i = 0; i < count; ++i)
+      if (!expect("sendrecv", j, i, recv[j]->p[i], valueOf((ranks[j] + n - 1) % n, i))) return 1;
+
+  fill();
+  if (!run("alltoall", [&](size_t j, cudaStream_t s) {
+        return ncclAlltoAll(send[j]->p, recv[j]->p, count, ncclFloat, comms[j], s);
+      }))
+    return 1;
+  for (size_t j = 0; j < k; ++j)
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i)
+        if (!expect("alltoall", j, i, recv[j]->p[q * count + i], valueOf(q, ranks[j] * count + i)))
+          return 1;
+
+  if (weftFakeKernelLaunches() == launches) {
+    std::fprintf(stderr, "process of rank %d: no call ran in the interpreter's kernel\n", ranks[0]);
+    return 1;
+  }
+  for (void* s : streams) weftFakeStreamDestroy(s);
+  return 0;
+}
+
+class DeviceKernelProcesses : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(DeviceKernelProcesses, EveryCollectiveOnOneGpu) {
+  const auto [procs, perProc] = GetParam();
+  const std::vector<int> codes = weft::test::forkRanks(
+      procs, perProc, runCollectives,
+      [](int) { setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1); }, 240);
+  for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DeviceKernelProcesses,
+                         ::testing::Values(std::pair{2, 1}, std::pair{3, 1}, std::pair{2, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "x" +
+                                  std::to_string(info.param.second);
+                         });
+
+}  // namespace

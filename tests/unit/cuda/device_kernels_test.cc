@@ -1,0 +1,172 @@
+// The kernel path of calls on device memory (src/core/device_kernels.h) through the public API,
+// against the fake stream driver whose "kernels" run the device interpreter's host build on host
+// threads: ranks sharing a stream run in one launch, a rank's calls on two streams stay in
+// order, plans of different lane counts follow each other over the same counters, and failures
+// (mismatched calls, a peer that never calls, an abort) end the launches with the
+// communicator's asynchronous error instead of a hang.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "tests/unit/cuda/fake_stream_api.h"
+
+namespace {
+
+using weft::test::FakeDeviceBuffer;
+
+const bool kFakeDriver = setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1) == 0;
+
+class DeviceKernels : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(kFakeDriver); }
+  void init(int n) {
+    comms_.resize(n);
+    ASSERT_EQ(ncclCommInitAll(comms_.data(), n, nullptr), ncclSuccess);
+    for (int r = 0; r < 2 * n; ++r) streams_.push_back(weftFakeStreamCreate());
+  }
+  void TearDown() override {
+    for (void* s : streams_) weftFakeStreamSynchronize(s);
+    for (auto c : comms_) ncclCommDestroy(c);
+    for (void* s : streams_) weftFakeStreamDestroy(s);
+    unsetenv("WEFT_TIMEOUT_MS");
+  }
+  cudaStream_t stream(int i) { return static_cast<cudaStream_t>(streams_[i]); }
+  void syncAll() {
+    for (void* s : streams_) weftFakeStreamSynchronize(s);
+  }
+  ncclResult_t asyncError(int r) {
+    ncclResult_t st = ncclSuccess;
+    EXPECT_EQ(ncclCommGetAsyncError(comms_[r], &st), ncclSuccess);
+    return st;
+  }
+  std::vector<ncclComm_t> comms_;
+  std::vector<void*> streams_;
+};
+
+TEST_F(DeviceKernels, RanksSharingAStreamRunInOneLaunch) {
+  const int n = 4;
+  const size_t count = 5000;
+  init(n);
+  std::vector<std::unique_ptr<FakeDeviceBuffer<float>>> in, out;
+  for (int r = 0; r < n; ++r) {
+    in.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    out.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    for (size_t i = 0; i < count; ++i) in[r]->p[i] = float(r + 1);
+  }
+  const uint64_t before = weftFakeKernelLaunches();
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(ncclAllReduce(in[r]->p, out[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(0)),
+              ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  syncAll();
+  EXPECT_EQ(weftFakeKernelLaunches() - before, 1u);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(asyncError(r), ncclSuccess) << ncclGetLastError(comms_[r]);
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r]->p[i], 10.0f) << "rank " << r;
+  }
+}
+
+// Each rank reduces on one stream, then reduces that result again on another: the second call
+// waits for the first as NCCL orders a communicator's calls.
+TEST_F(DeviceKernels, ARanksCallsOnTwoStreamsStayInOrder) {
+  const int n = 2;
+  const size_t count = 1 << 16;
+  init(n);
+  std::vector<std::unique_ptr<FakeDeviceBuffer<float>>> in, mid, out;
+  for (int r = 0; r < n; ++r) {
+    in.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    mid.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    out.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    for (size_t i = 0; i < count; ++i) in[r]->p[i] = float(r + 1);
+  }
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(
+          ncclAllReduce(in[r]->p, mid[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(r)),
+          ncclSuccess);
+      ASSERT_EQ(ncclAllReduce(mid[r]->p, out[r]->p, count, ncclFloat, ncclSum, comms_[r],
+                              stream(n + r)),
+                ncclSuccess);
+    }
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    syncAll();
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; i += 101) ASSERT_EQ(out[r]->p[i], 6.0f) << "rank " << r;
+  }
+}
+
+// Integer averages of sizes whose plans differ, one after another over the same counters: the
+// division falls to each run's last lane whatever the lane counts before it.
+TEST_F(DeviceKernels, IntegerAverageOverPlansOfDifferentSizes) {
+  const int n = 3;
+  init(n);
+  for (size_t count : {size_t{7}, size_t{300000}, size_t{64}, size_t{300000}, size_t{7}}) {
+    SCOPED_TRACE(count);
+    std::vector<std::unique_ptr<FakeDeviceBuffer<int32_t>>> in, out;
+    for (int r = 0; r < n; ++r) {
+      in.push_back(std::make_unique<FakeDeviceBuffer<int32_t>>(count));
+      out.push_back(std::make_unique<FakeDeviceBuffer<int32_t>>(count));
+      for (size_t i = 0; i < count; ++i) in[r]->p[i] = int32_t(3 * r + int(i % 5)) - 2;
+    }
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(ncclAllReduce(in[r]->p, out[r]->p, count, ncclInt32, ncclAvg, comms_[r], stream(r)),
+                ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    syncAll();
+    for (size_t i = 0; i < count; ++i) {
+      int32_t sum = 0;
+      for (int r = 0; r < n; ++r) sum += in[r]->p[i];
+      for (int r = 0; r < n; ++r) ASSERT_EQ(out[r]->p[i], sum / n) << "rank " << r << " at " << i;
+    }
+  }
+}
+
+TEST_F(DeviceKernels, MismatchedCallsFailInsteadOfHanging) {
+  const int n = 2;
+  init(n);
+  FakeDeviceBuffer<float> a0(4096), b0(4096), a1(4096), b1(4096);
+  ASSERT_EQ(ncclAllReduce(a0.p, b0.p, 1000, ncclFloat, ncclSum, comms_[0], stream(0)), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(a1.p, b1.p, 3000, ncclFloat, ncclSum, comms_[1], stream(1)), ncclSuccess);
+  syncAll();
+  const ncclResult_t e0 = asyncError(0), e1 = asyncError(1);
+  EXPECT_NE(e0, ncclSuccess);
+  EXPECT_NE(e1, ncclSuccess);
+  const std::string why =
+      std::string(ncclGetLastError(comms_[0])) + " | " + ncclGetLastError(comms_[1]);
+  EXPECT_NE(why.find("mismatched"), std::string::npos) << why;
+  // A call on a failed communicator is refused.
+  EXPECT_NE(ncclAllReduce(a0.p, b0.p, 10, ncclFloat, ncclSum, comms_[0], stream(0)), ncclSuccess);
+}
+
+TEST_F(DeviceKernels, APeerThatNeverCallsTimesOut) {
+  setenv("WEFT_TIMEOUT_MS", "400", 1);  // read at init
+  init(2);
+  FakeDeviceBuffer<float> a(1024), b(1024);
+  ASSERT_EQ(ncclAllReduce(a.p, b.p, 1024, ncclFloat, ncclSum, comms_[0], stream(0)), ncclSuccess);
+  weftFakeStreamSynchronize(streams_[0]);
+  EXPECT_EQ(asyncError(0), ncclRemoteError);
+  const std::string why = ncclGetLastError(comms_[0]);
+  EXPECT_NE(why.find("timed out"), std::string::npos) << why;
+  EXPECT_NE(why.find("rank 1"), std::string::npos) << why;
+}
+
+TEST_F(DeviceKernels, AbortEndsAWaitingLaunch) {
+  init(2);
+  FakeDeviceBuffer<float> a(1024), b(1024);
+  ASSERT_EQ(ncclAllReduce(a.p, b.p, 1024, ncclFloat, ncclSum, comms_[0], stream(0)), ncclSuccess);
+  ASSERT_EQ(ncclCommAbort(comms_[1]), ncclSuccess);  // the peer gives up instead of calling
+  comms_.pop_back();
+  weftFakeStreamSynchronize(streams_[0]);
+  EXPECT_EQ(asyncError(0), ncclRemoteError);
+  const std::string why = ncclGetLastError(comms_[0]);
+  EXPECT_NE(why.find("aborted"), std::string::npos) << why;
+}
+
+}  // namespace

@@ -1,0 +1,36 @@
+// What tests of calls on device memory use of the fake stream driver (fake_stream_driver.cc)
+// directly: its device memory, streams, host-function "kernels", capture and launch counts.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+void* weftFakeDeviceAlloc(size_t bytes);
+void weftFakeDeviceFree(void* p);
+void* weftFakeStreamCreate();
+void weftFakeStreamDestroy(void* s);
+void weftFakeStreamSynchronize(void* s);
+void weftFakeLaunch(void* stream, void (*fn)(void*), void* arg);
+void weftFakeBeginCapture(void* stream);
+void* weftFakeEndCapture(void* stream);
+void weftFakeGraphLaunch(void* graph, void* stream);
+void weftFakeGraphDestroy(void* graph);
+// Launches of the device interpreter's kernel (cuLaunchKernel) so far.
+uint64_t weftFakeKernelLaunches();
+}
+
+namespace weft::test {
+
+// `count` elements of T in the fake's device memory (plus one spare).
+template <class T>
+struct FakeDeviceBuffer {
+  T* p = nullptr;
+  size_t count = 0;
+  explicit FakeDeviceBuffer(size_t n)
+      : p(static_cast<T*>(weftFakeDeviceAlloc((n + 1) * sizeof(T)))), count(n) {}
+  ~FakeDeviceBuffer() { weftFakeDeviceFree(p); }
+  FakeDeviceBuffer(const FakeDeviceBuffer&) = delete;
+  FakeDeviceBuffer& operator=(const FakeDeviceBuffer&) = delete;
+};
+
+}  // namespace weft::test
