@@ -16,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -239,6 +240,11 @@ struct Shape {
   DataType type;
   RedOp op;
 };
+
+// How gtest names a Shape (not its bytes, which hold a pointer).
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.algorithm << " " << plan::collectiveName(s.coll) << " of " << s.nranks << " ranks";
+}
 
 plan::Plan buildPlan(const Shape& s) {
   plan::Spec spec;
