@@ -1,6 +1,6 @@
 // The device interpreter: runs one rank's lowered Program (a DevicePlan, src/cuda/device_plan.h)
 // with one thread block per lane, as MSCCL's interpreter does. Written once as WEFT_HD code: the
-// CUDA kernel (device_interp_kernel.cu) runs it on the GPU, and the host tests run the very same
+// CUDA kernel (interp_kernel.cu) runs it on the GPU, and the host tests run the very same
 // source on host threads (one thread per lane, nthreads 1), over FIFOs in host memory.
 //
 // A lane runs its steps in order. Before a step, its block's thread 0 waits for the step's

@@ -77,6 +77,12 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuStreamWriteValue32_v2"}, &api->streamWriteValue32);
   bindOptional(h, {"cuStreamIsCapturing"}, &api->streamIsCapturing);
   bindOptional(h, {"cuThreadExchangeStreamCaptureMode"}, &api->threadExchangeStreamCaptureMode);
+  bindOptional(h, {"cuModuleLoadData"}, &api->moduleLoadData);
+  bindOptional(h, {"cuModuleUnload"}, &api->moduleUnload);
+  bindOptional(h, {"cuModuleGetFunction"}, &api->moduleGetFunction);
+  bindOptional(h, {"cuLaunchKernel"}, &api->launchKernel);
+  bindOptional(h, {"cuMemsetD8Async"}, &api->memsetD8Async);
+  bindOptional(h, {"cuMemsetD8_v2"}, &api->memsetD8);
 }
 
 struct EntryPoint {
@@ -167,6 +173,13 @@ std::string missingEntryPoint(const DriverApi* api, DriverFeature feature) {
                            {"cuStreamWaitValue32_v2", a.streamWaitValue32 != nullptr},
                            {"cuStreamWriteValue32_v2", a.streamWriteValue32 != nullptr},
                            {"cuStreamIsCapturing", a.streamIsCapturing != nullptr}});
+    case DriverFeature::kKernels:
+      return firstMissing({{"cuModuleLoadData", a.moduleLoadData != nullptr},
+                           {"cuModuleUnload", a.moduleUnload != nullptr},
+                           {"cuModuleGetFunction", a.moduleGetFunction != nullptr},
+                           {"cuLaunchKernel", a.launchKernel != nullptr},
+                           {"cuMemsetD8Async", a.memsetD8Async != nullptr},
+                           {"cuMemsetD8_v2", a.memsetD8 != nullptr}});
   }
   return "";
 }

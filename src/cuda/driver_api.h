@@ -71,13 +71,15 @@ inline constexpr unsigned kCuEventDefault = 0x0;        // CU_EVENT_DEFAULT
 inline constexpr unsigned kCuStreamNonBlocking = 0x1;   // CU_STREAM_NON_BLOCKING
 inline constexpr size_t kCuIpcHandleSize = 64;          // CU_IPC_HANDLE_SIZE
 
-using CuDevice = int;                       // CUdevice
-using CuDevicePtr = unsigned long long;     // CUdeviceptr
-using CuMemHandle = unsigned long long;     // CUmemGenericAllocationHandle
-using CuContext = struct CuContextOpaque*;  // CUcontext
-using CuStream = struct CuStreamOpaque*;    // CUstream
-using CuEvent = struct CuEventOpaque*;      // CUevent
-using CuHostFn = void (*)(void* userData);  // CUhostFn
+using CuDevice = int;                         // CUdevice
+using CuDevicePtr = unsigned long long;       // CUdeviceptr
+using CuMemHandle = unsigned long long;       // CUmemGenericAllocationHandle
+using CuContext = struct CuContextOpaque*;    // CUcontext
+using CuStream = struct CuStreamOpaque*;      // CUstream
+using CuEvent = struct CuEventOpaque*;        // CUevent
+using CuHostFn = void (*)(void* userData);    // CUhostFn
+using CuModule = struct CuModuleOpaque*;      // CUmodule
+using CuFunction = struct CuFunctionOpaque*;  // CUfunction
 
 struct CuMemLocation {  // CUmemLocation
   int type = 0;         // CUmemLocationType
@@ -194,6 +196,20 @@ struct DriverApi {
   CuResult (*streamIsCapturing)(CuStream stream, int* status) = nullptr;
   // Lets this thread allocate while a stream of the process is being captured (optional).
   CuResult (*threadExchangeStreamCaptureMode)(int* mode) = nullptr;
+
+  // Kernels from an image the library carries (the device interpreter, src/cuda/interp_launch.h),
+  // and zeroing the device memory they use.
+  CuResult (*moduleLoadData)(CuModule* module, const void* image) = nullptr;
+  CuResult (*moduleUnload)(CuModule module) = nullptr;
+  CuResult (*moduleGetFunction)(CuFunction* function, CuModule module, const char* name) = nullptr;
+  CuResult (*launchKernel)(CuFunction function, unsigned gridDimX, unsigned gridDimY,
+                           unsigned gridDimZ, unsigned blockDimX, unsigned blockDimY,
+                           unsigned blockDimZ, unsigned sharedMemBytes, CuStream stream,
+                           void** kernelParams, void** extra) = nullptr;
+  CuResult (*memsetD8Async)(CuDevicePtr dst, unsigned char value, size_t count,
+                            CuStream stream) = nullptr;
+  CuResult (*memsetD8)(CuDevicePtr dst, unsigned char value,
+                       size_t count) = nullptr;  // cuMemsetD8_v2
 };
 
 // The outcome of loading a driver library: `api` is null when the library or one of its
@@ -218,6 +234,7 @@ enum class DriverFeature {
   kLegacyIpc,  // cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle, range query
   kStreams,    // cuStreamQuery, cuLaunchHostFunc, cuEvent*
   kStaged,     // cuMemHostAlloc ... cuStreamIsCapturing: device calls run through host staging
+  kKernels,    // cuModuleLoadData ... cuLaunchKernel, cuMemsetD8Async, cuMemsetD8_v2
 };
 
 // The first entry point of `feature` that `api` lacks (its driver symbol name), or "" when all

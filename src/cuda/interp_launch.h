@@ -18,6 +18,8 @@
 namespace weft::cuda {
 
 inline constexpr uint32_t kMaxLaunchRanks = 8;
+// Threads per block at most (the kernel's __launch_bounds__).
+inline constexpr uint32_t kMaxInterpThreads = 512;
 // The kernel's symbol in the image (extern "C": no mangling).
 inline constexpr const char* kInterpKernelName = "weftInterpret";
 
@@ -49,12 +51,18 @@ class InterpModule {
   // entry points (missingEntryPoint(kKernels)), the build has no image, or the load fails (an
   // image without code for this device).
   static std::unique_ptr<InterpModule> load(const DriverApi& api, std::string* why);
+  // The same from a given image instead of the embedded one: for a driver that runs the kernel
+  // itself (the tests' fake, which accepts any image), also in a build without nvcc.
+  static std::unique_ptr<InterpModule> loadImage(const DriverApi& api, const void* image,
+                                                 std::string* why);
   ~InterpModule();
   InterpModule(const InterpModule&) = delete;
   InterpModule& operator=(const InterpModule&) = delete;
 
   // Queues the launch on `stream` with `threads` threads per block (at most 512). Nothing is
-  // queued for zero blocks.
+  // queued for zero blocks. CUDA_ERROR_INVALID_VALUE, queueing nothing, for more than
+  // kMaxLaunchRanks ranks, firstBlock not starting at 0 or decreasing, or a rank with blocks and
+  // no plan.
   CuResult launch(const InterpLaunch& p, CuStream stream, uint32_t threads = 256) const;
 
  private:

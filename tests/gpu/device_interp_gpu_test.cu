@@ -1,11 +1,13 @@
-// GPU check of the device interpreter, without GoogleTest: N ranks (1-4) as host threads of one
-// process on the one GPU, each with device buffers and its own stream, run the library's plans
-// (ring, tree, rhd, direct) through the interpreter kernel. Results are checked against a
-// reference computed here from exact inputs for allreduce, allgather, reducescatter and broadcast
-// on float, half, bf16 and int32 with sum and max, in and out of place, twice over the same FIFOs
-// (the counters carry on from run to run). Stream order: on each rank's stream a slow kernel
-// writes the input just before the collective, and a kernel after it copies the output out.
-// Exit status 0: pass, 1: a failure, 77: no GPU (skip).
+// GPU check of the device interpreter, without GoogleTest: N ranks (1-4) of one process on the
+// one GPU, each with device buffers, run the library's plans (ring, tree, rhd, direct) through
+// the interpreter kernel as the library launches it (InterpModule: the embedded image loaded
+// with cuModuleLoadData, launched with cuLaunchKernel through the driver table). Results are
+// checked against a reference computed here from exact inputs for allreduce, allgather,
+// reducescatter and broadcast on float, half, bf16 and int32 with sum and max, in and out of
+// place, twice over the same FIFOs (the counters carry on from run to run): run 1 with each rank
+// a host thread with its own stream and launch, run 2 with every rank in one launch on one
+// stream. Stream order: a slow kernel writes each input just before the collective, and a
+// kernel after it copies the output out. Exit status 0: pass, 1: a failure, 77: no GPU (skip).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,8 +23,8 @@
 #include "algorithms/registry.h"
 #include "src/common/error.h"
 #include "src/common/reduce_elements.h"
-#include "src/cuda/device_interp_kernel.h"
 #include "src/cuda/device_plan.h"
+#include "src/cuda/interp_launch.h"
 
 namespace {
 
@@ -32,6 +34,9 @@ using weft::plan::Collective;
 namespace wc = weft::cuda;
 
 int gFailures = 0;
+// The interpreter, loaded into the primary context through the driver table.
+const wc::DriverApi* gDriver = nullptr;
+const wc::InterpModule* gModule = nullptr;
 
 bool ok(cudaError_t rc, const char* what) {
   if (rc == cudaSuccess) return true;
@@ -97,10 +102,13 @@ struct Control {
   uint64_t laneDone[1];  // plan->lanes of them
 };
 
+struct Case;
+
 struct Rank {
   wc::DevicePlanBlob blob;
   std::unique_ptr<Device> plan, sendTable, recvTable, control, in, out, scratch, seen;
   uint64_t inElems = 0, outElems = 0, inOff = 0, outOff = 0;
+  char* outPtr(const Case& c, size_t es) const;
 };
 
 struct Case {
@@ -112,6 +120,10 @@ struct Case {
   RedOp op;
   bool inPlace;
 };
+
+char* Rank::outPtr(const Case& c, size_t es) const {
+  return c.inPlace ? in->as<char>() + outOff * es : out->as<char>();
+}
 
 template <class E>
 bool checkOutputs(const Case& c, const std::vector<std::vector<unsigned char>>& seen,
@@ -229,52 +241,97 @@ bool runCase(const Case& c) {
     std::vector<std::vector<unsigned char>> seen(c.nranks);
     std::vector<int> failed(c.nranks, 0);
     std::vector<wc::DeviceStatus> status(c.nranks);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < c.nranks; ++r)
-      threads.emplace_back([&, r] {
-        Rank& k = ranks[r];
-        cudaSetDevice(0);
-        cudaStream_t stream;
-        if (!ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream")) {
-          failed[r] = 1;
-          return;
-        }
-        char* base = k.in->as<char>();
-        char* inPtr = base + k.inOff * es;
-        char* outPtr = c.inPlace ? base + k.outOff * es : k.out->as<char>();
-        cudaMemsetAsync(
-            base, 0xFF,
-            (c.inPlace ? std::max(k.inElems + k.inOff, k.outElems + k.outOff) : k.inElems) * es,
-            stream);
-        if (!c.inPlace) cudaMemsetAsync(outPtr, 0xFF, k.outElems * es, stream);
-        writeInputSlowly<E><<<1, 256, 0, stream>>>(reinterpret_cast<S*>(inPtr), k.inElems, r);
-        wc::DeviceRunArgs a;
-        a.plan = k.plan->as<wc::DevicePlan>();
-        a.buffers[weft::plan::kInput] = inPtr;
-        a.buffers[weft::plan::kOutput] = outPtr;
-        a.buffers[weft::plan::kScratch] = k.scratch->as<char>();
-        a.sendFifos = k.sendTable->as<wc::DeviceFifo>();
-        a.recvFifos = k.recvTable->as<wc::DeviceFifo>();
-        Control* control = k.control->as<Control>();
-        a.laneDone = control->laneDone;
-        a.lanesFinished = &control->lanesFinished;
-        a.abort = &control->abort;
-        a.status = &control->status;
-        a.epoch = epoch;
-        a.lanesBefore = uint64_t(epoch - 1) * k.blob.plan()->lanes;
-        a.timeoutNs = 10'000'000'000ull;
-        const int rc = wc::launchDeviceInterp(a, k.blob.plan()->lanes, stream);
-        failed[r] = !ok(static_cast<cudaError_t>(rc), "launch");
-        const uint64_t outBytes = k.outElems * es;
-        copyOutput<<<64, 256, 0, stream>>>(reinterpret_cast<unsigned char*>(outPtr),
-                                           k.seen->as<unsigned char>(), outBytes);
-        failed[r] |= !ok(cudaStreamSynchronize(stream), "collective");
-        seen[r].resize(outBytes);
-        cudaMemcpy(seen[r].data(), k.seen->ptr, outBytes, cudaMemcpyDeviceToHost);
-        cudaMemcpy(&status[r], &control->status, sizeof status[r], cudaMemcpyDeviceToHost);
-        cudaStreamDestroy(stream);
-      });
-    for (auto& t : threads) t.join();
+    // Before the collective on `stream`: clear the rank's buffers, then write its input slowly.
+    auto queueInput = [&](int r, cudaStream_t stream) {
+      Rank& k = ranks[r];
+      char* base = k.in->as<char>();
+      cudaMemsetAsync(
+          base, 0xFF,
+          (c.inPlace ? std::max(k.inElems + k.inOff, k.outElems + k.outOff) : k.inElems) * es,
+          stream);
+      if (!c.inPlace) cudaMemsetAsync(k.outPtr(c, es), 0xFF, k.outElems * es, stream);
+      writeInputSlowly<E>
+          <<<1, 256, 0, stream>>>(reinterpret_cast<S*>(base + k.inOff * es), k.inElems, r);
+    };
+    auto argsOf = [&](int r) {
+      Rank& k = ranks[r];
+      wc::DeviceRunArgs a;
+      a.plan = k.plan->as<wc::DevicePlan>();
+      a.buffers[weft::plan::kInput] = k.in->as<char>() + k.inOff * es;
+      a.buffers[weft::plan::kOutput] = k.outPtr(c, es);
+      a.buffers[weft::plan::kScratch] = k.scratch->as<char>();
+      a.sendFifos = k.sendTable->as<wc::DeviceFifo>();
+      a.recvFifos = k.recvTable->as<wc::DeviceFifo>();
+      Control* control = k.control->as<Control>();
+      a.laneDone = control->laneDone;
+      a.lanesFinished = &control->lanesFinished;
+      a.abort = &control->abort;
+      a.status = &control->status;
+      a.epoch = epoch;
+      a.lanesBefore = uint64_t{epoch - 1} * k.blob.plan()->lanes;
+      a.timeoutNs = 10'000'000'000ull;
+      return a;
+    };
+    auto launch = [&](const std::vector<int>& which, cudaStream_t stream) {
+      wc::InterpLaunch lp;
+      lp.ranks = static_cast<uint32_t>(which.size());
+      for (size_t i = 0; i < which.size(); ++i) {
+        lp.args[i] = argsOf(which[i]);
+        lp.firstBlock[i + 1] = lp.firstBlock[i] + ranks[which[i]].blob.plan()->lanes;
+      }
+      const wc::CuResult rc = gModule->launch(lp, reinterpret_cast<wc::CuStream>(stream));
+      if (rc == wc::kCuSuccess) return true;
+      std::printf("FAIL launch: %s\n", wc::resultText(gDriver, rc).c_str());
+      return false;
+    };
+    // After the collective: copy the output where the host reads it.
+    auto queueOutputCopy = [&](int r, cudaStream_t stream) {
+      Rank& k = ranks[r];
+      copyOutput<<<64, 256, 0, stream>>>(reinterpret_cast<unsigned char*>(k.outPtr(c, es)),
+                                         k.seen->as<unsigned char>(), k.outElems * es);
+    };
+    auto readBack = [&](int r) {
+      Rank& k = ranks[r];
+      seen[r].resize(k.outElems * es);
+      cudaMemcpy(seen[r].data(), k.seen->ptr, seen[r].size(), cudaMemcpyDeviceToHost);
+      cudaMemcpy(&status[r], &k.control->as<Control>()->status, sizeof status[r],
+                 cudaMemcpyDeviceToHost);
+    };
+    if (epoch == 1) {
+      // Each rank from its own thread, on its own stream, in a launch of its own.
+      std::vector<std::thread> threads;
+      for (int r = 0; r < c.nranks; ++r)
+        threads.emplace_back([&, r] {
+          cudaSetDevice(0);
+          cudaStream_t stream;
+          if (!ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream")) {
+            failed[r] = 1;
+            return;
+          }
+          queueInput(r, stream);
+          failed[r] = !launch({r}, stream);
+          queueOutputCopy(r, stream);
+          failed[r] |= !ok(cudaStreamSynchronize(stream), "collective");
+          readBack(r);
+          cudaStreamDestroy(stream);
+        });
+      for (auto& t : threads) t.join();
+    } else {
+      // Every rank on one stream: one launch runs them all (separate launches would wait for
+      // each other in stream order).
+      cudaStream_t stream;
+      if (!ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream")) return false;
+      std::vector<int> all;
+      for (int r = 0; r < c.nranks; ++r) {
+        queueInput(r, stream);
+        all.push_back(r);
+      }
+      failed[0] = !launch(all, stream);
+      for (int r = 0; r < c.nranks; ++r) queueOutputCopy(r, stream);
+      failed[0] |= !ok(cudaStreamSynchronize(stream), "collective");
+      for (int r = 0; r < c.nranks; ++r) readBack(r);
+      cudaStreamDestroy(stream);
+    }
     std::string why;
     for (int r = 0; r < c.nranks && why.empty(); ++r)
       if (failed[r] || status[r].error)
@@ -318,6 +375,21 @@ int main() {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::printf("device_interp_gpu_test on %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+  // The runtime makes the primary context current; the module is loaded into it.
+  if (!ok(cudaSetDevice(0), "cudaSetDevice") || !ok(cudaFree(nullptr), "context")) return 1;
+  const wc::DriverLoad& driver = wc::driver();
+  if (!driver.api) {
+    std::printf("FAIL driver: %s\n", driver.why.c_str());
+    return 1;
+  }
+  std::string why;
+  const std::unique_ptr<wc::InterpModule> module = wc::InterpModule::load(*driver.api, &why);
+  if (!module) {
+    std::printf("FAIL loading the interpreter: %s\n", why.c_str());
+    return 1;
+  }
+  gDriver = driver.api.get();
+  gModule = module.get();
   int cases = 0;
   const struct {
     const char* algorithm;

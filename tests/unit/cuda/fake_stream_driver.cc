@@ -7,6 +7,9 @@
 // What a program using the driver API itself needs (the perf tools) is there too: a primary
 // context, cuMemAlloc'd device memory, synchronous copies, streams it creates, and events whose
 // elapsed time comes from a steady clock read when the stream reaches them.
+// Kernels from an image: any image loads, and its one kernel is the device interpreter's
+// (weftInterpret, src/cuda/interp_launch.h), run by the interpreter's host build with one host
+// thread per block, all of a launch's blocks at once (its lanes wait for each other).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,8 +21,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
+
+#include "src/cuda/interp_launch.h"
 
 namespace {
 
@@ -33,6 +39,8 @@ constexpr CuResult kInvalidValue = 1;
 constexpr CuResult kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
 constexpr CuResult kOutOfMemory = 2;
 constexpr CuResult kInvalidDevice = 101;
+constexpr CuResult kInvalidHandle = 400;
+constexpr CuResult kNotFound = 500;
 constexpr CuResult kNotReady = 600;
 constexpr CuResult kUnknown = 999;  // CUDA_ERROR_UNKNOWN: a wait that ran past its limit
 // A stream or event wait gives up after this long (a hung test fails instead of hanging).
@@ -111,8 +119,13 @@ struct Graph {
 struct Driver {
   std::mutex mu;
   std::map<uintptr_t, size_t> device;  // base -> bytes
+  std::set<void*> modules;             // loaded, not yet unloaded
+  std::atomic<uint64_t> launches{0};   // kernels queued (captured ones included)
   std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
 };
+
+// The one kernel every module has: its CUfunction handle.
+int interpFunction;
 
 Driver& driver() {
   static Driver* d = new Driver;  // never destroyed: streams may run while the process exits
@@ -130,6 +143,20 @@ bool isDevice(CuDevicePtr p) {
   if (it == d.device.begin()) return false;
   --it;
   return p < it->first + it->second;
+}
+
+// Runs every block of an interpreter launch at once, one host thread each, and returns when all
+// have ended (each of the interpreter's waits has its own time limit).
+void runInterpreter(const weft::cuda::InterpLaunch& p, unsigned blocks) {
+  std::vector<std::thread> threads;
+  threads.reserve(blocks);
+  for (unsigned b = 0; b < blocks; ++b)
+    threads.emplace_back([&p, b] {
+      weft::cuda::LaneShared shared{};
+      const uint32_t rank = weft::cuda::launchRankOf(p, b);
+      weft::cuda::runLane(p.args[rank], b - p.firstBlock[rank], 0, 1, shared);
+    });
+  for (std::thread& t : threads) t.join();
 }
 
 void waitEq(volatile uint32_t* word, uint32_t value) {
@@ -311,6 +338,64 @@ FAKE_EXPORT CuResult cuEventElapsedTime_v2(float* ms, void* start, void* end) {
   return kSuccess;
 }
 
+// Modules, kernels and memsets.
+FAKE_EXPORT CuResult cuModuleLoadData(void** module, const void* image) {
+  if (!module || !image) return kInvalidValue;
+  auto* handle = new int(0);
+  Driver& d = driver();
+  std::lock_guard<std::mutex> lock(d.mu);
+  d.modules.insert(handle);
+  *module = handle;
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuModuleUnload(void* module) {
+  Driver& d = driver();
+  std::lock_guard<std::mutex> lock(d.mu);
+  if (d.modules.erase(module) == 0) return kInvalidHandle;
+  delete static_cast<int*>(module);
+  return kSuccess;
+}
+FAKE_EXPORT CuResult cuModuleGetFunction(void** function, void* module, const char* name) {
+  if (!function || !name) return kInvalidValue;
+  {
+    Driver& d = driver();
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (!d.modules.count(module)) return kInvalidHandle;
+  }
+  if (std::strcmp(name, weft::cuda::kInterpKernelName) != 0) return kNotFound;
+  *function = &interpFunction;
+  return kSuccess;
+}
+// The parameters are copied now, as the driver does: the caller's may go once this returns.
+FAKE_EXPORT CuResult cuLaunchKernel(void* function, unsigned gridX, unsigned gridY, unsigned gridZ,
+                                    unsigned blockX, unsigned blockY, unsigned blockZ,
+                                    unsigned sharedBytes, void* stream, void** params,
+                                    void** extra) {
+  if (function != &interpFunction) return kInvalidHandle;
+  if (!params || !params[0] || extra) return kInvalidValue;
+  if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 ||
+      blockX > weft::cuda::kMaxInterpThreads || blockY != 1 || blockZ != 1)
+    return kInvalidValue;
+  weft::cuda::InterpLaunch p;
+  std::memcpy(&p, params[0], sizeof p);
+  if (p.ranks == 0 || p.ranks > weft::cuda::kMaxLaunchRanks || p.firstBlock[p.ranks] != gridX)
+    return kInvalidValue;
+  driver().launches.fetch_add(1);
+  return streamOf(stream)->push([p, gridX] { runInterpreter(p, gridX); });
+}
+FAKE_EXPORT CuResult cuMemsetD8Async(CuDevicePtr dst, unsigned char value, size_t count,
+                                     void* stream) {
+  if (count == 0) return kSuccess;
+  if (!isDevice(dst) || !isDevice(dst + count - 1)) return kInvalidValue;
+  return streamOf(stream)->push([=] { std::memset(reinterpret_cast<void*>(dst), value, count); });
+}
+// Synchronous, after the legacy stream's work, as cuMemsetD8 is.
+FAKE_EXPORT CuResult cuMemsetD8_v2(CuDevicePtr dst, unsigned char value, size_t count) {
+  const CuResult rc = cuMemsetD8Async(dst, value, count, nullptr);
+  if (rc != kSuccess) return rc;
+  return streamOf(nullptr)->synchronizeFor(kWaitLimit) ? kSuccess : kUnknown;
+}
+
 // The test's side: what cudaMalloc, cudaStreamCreate, kernels and graphs are in a real program.
 FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes) {
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -350,5 +435,13 @@ FAKE_EXPORT void weftFakeGraphLaunch(void* graph, void* stream) {
   for (const Op& op : static_cast<Graph*>(graph)->ops) streamOf(stream)->push(op);
 }
 FAKE_EXPORT void weftFakeGraphDestroy(void* graph) { delete static_cast<Graph*>(graph); }
+// How many kernels were queued or captured (cuLaunchKernel calls that succeeded).
+FAKE_EXPORT uint64_t weftFakeKernelLaunches() { return driver().launches.load(); }
+// How many modules are loaded.
+FAKE_EXPORT size_t weftFakeModulesLoaded() {
+  Driver& d = driver();
+  std::lock_guard<std::mutex> lock(d.mu);
+  return d.modules.size();
+}
 
 }  // extern "C"
