@@ -97,7 +97,7 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
   core::CommConfig cfg = toConfig(config, core::configFromEnv());
   core::noteCudaDevice(&cfg, device);  // here: the init may run on another thread
-  bootstrap::describe(toId(id));  // rejects a malformed id before anything starts
+  bootstrap::describe(toId(id));       // rejects a malformed id before anything starts
   auto* handle = new ncclComm;
   *out = handle;
   const bootstrap::UniqueIdBytes raw = toId(id);

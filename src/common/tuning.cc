@@ -75,8 +75,8 @@ Tuning Tuning::fromEnvironment() {
   t.tcpPoll = env::getInt("WEFT_TCP_POLL") != 0;
   t.tcpLowat = env::getInt("WEFT_TCP_LOWAT") != 0;
   t.deviceKernels = env::getInt("WEFT_DEVICE_KERNELS") != 0;
-  t.deviceThreads =
-      static_cast<uint32_t>(std::clamp<int64_t>(env::getInt("WEFT_DEVICE_THREADS"), 32, 512) / 32 * 32);
+  t.deviceThreads = static_cast<uint32_t>(
+      std::clamp<int64_t>(env::getInt("WEFT_DEVICE_THREADS"), 32, 512) / 32 * 32);
   t.ibDisabled = env::getInt("NCCL_IB_DISABLE") != 0;
   t.ibHca = env::get("NCCL_IB_HCA");
   t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));

@@ -65,7 +65,7 @@ struct Tuning {
   bool tcpLowat = true;         // WEFT_TCP_LOWAT
 
   // --- Calls on device memory (src/core/device_kernels.h).
-  bool deviceKernels = true;    // WEFT_DEVICE_KERNELS
+  bool deviceKernels = true;     // WEFT_DEVICE_KERNELS
   uint32_t deviceThreads = 256;  // WEFT_DEVICE_THREADS
 
   // --- RDMA (transports/ib).

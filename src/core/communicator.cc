@@ -12,6 +12,7 @@
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 #include "src/core/cpu_placement.h"
+#include "src/core/device_world.h"
 #include "src/core/memory.h"
 #include "src/core/synth_plans.h"
 #include "src/plan/chunk_plan.h"
@@ -511,7 +512,10 @@ void Communicator::abort() {
   aborted_.store(true);
   {
     std::lock_guard<std::mutex> lock(deviceMu_);
-    if (deviceKernels_) deviceKernels_->abort();
+    if (deviceKernels_)
+      deviceKernels_->abort();
+    else
+      DeviceWorld::raiseAbortOf(commHash_);
   }
   if (boot_) boot_->abort();
   announceFailure(rank_);
@@ -521,7 +525,10 @@ void Communicator::abortDataPath() {
   aborted_.store(true);
   {
     std::lock_guard<std::mutex> lock(deviceMu_);
-    if (deviceKernels_) deviceKernels_->abort();
+    if (deviceKernels_)
+      deviceKernels_->abort();
+    else
+      DeviceWorld::raiseAbortOf(commHash_);
   }
   announceFailure(rank_);
 }

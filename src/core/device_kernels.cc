@@ -116,8 +116,8 @@ struct DeviceKernelRank::Impl {
       const cuda::DeviceFifo f = world.fifo(l.peer, rank, l.channel);
       transport::cuda::IpcDescriptor d;
       std::string why;
-      if (Status st = transport::cuda::exportDeviceBuffer(*api, f.posted, world.fifoBytes(), &d,
-                                                         &why);
+      if (Status st =
+              transport::cuda::exportDeviceBuffer(*api, f.posted, world.fifoBytes(), &d, &why);
           st != Status::kSuccess)
         fail(st, "exporting the FIFO from rank " + std::to_string(l.peer) + ": " + why);
       const auto bytes = transport::cuda::encodeIpcDescriptor(d);
@@ -174,9 +174,10 @@ struct DeviceKernelRank::Impl {
 
   // Drops the launches known to be finished; true when none is left.
   bool prune() {
-    pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                 [](const std::shared_ptr<LaunchDone>& d) { return d->finished(); }),
-                  pending.end());
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(),
+                       [](const std::shared_ptr<LaunchDone>& d) { return d->finished(); }),
+        pending.end());
     return pending.empty();
   }
 
@@ -204,7 +205,8 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
     return nullptr;
   }
   if (busIds.empty() || busIds[0].empty() ||
-      std::any_of(busIds.begin(), busIds.end(), [&](const std::string& b) { return b != busIds[0]; })) {
+      std::any_of(busIds.begin(), busIds.end(),
+                  [&](const std::string& b) { return b != busIds[0]; })) {
     *why = "its ranks did not all have the same GPU current at init";
     return nullptr;
   }
@@ -212,9 +214,8 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
     *why = "it has more than " + std::to_string(cuda::kMaxLaunchRanks) + " ranks";
     return nullptr;
   }
-  std::vector<cuda::DriverFeature> features{cuda::DriverFeature::kStreams,
-                                            cuda::DriverFeature::kStaged,
-                                            cuda::DriverFeature::kKernels};
+  std::vector<cuda::DriverFeature> features{
+      cuda::DriverFeature::kStreams, cuda::DriverFeature::kStaged, cuda::DriverFeature::kKernels};
   // FIFOs between processes travel as legacy IPC handles of cuMemAlloc memory.
   for (int r = 0; r < comm.size(); ++r)
     if (!comm.peerInThisProcess(r)) {
@@ -257,8 +258,7 @@ DeviceKernelRank::~DeviceKernelRank() {
   Impl& m = *impl_;
   const auto limit = m.timeout.count() > 0 ? m.timeout : std::chrono::milliseconds(30000);
   if (m.awaitPending(limit)) return;
-  WEFT_WARN(INIT, "rank %d: launches on device memory still run at destroy: aborting them",
-            m.rank);
+  WEFT_WARN(INIT, "rank %d: launches on device memory still run at destroy: aborting them", m.rank);
   world_->raiseAbort();
   if (!m.awaitPending(kAbortGrace)) world_->keepMemory();
 }
@@ -328,8 +328,8 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
               std::to_string(static_cast<int>(c.type)) + ":" +
               std::to_string(static_cast<int>(u.call.op)) + ":" + scalarKey;
       u.scratchBytes = u.program->scratchElems * dataTypeSize(c.type);
-      u.buffers = {const_cast<char*>(static_cast<const char*>(c.send)),
-                   static_cast<char*>(c.recv), nullptr};
+      u.buffers = {const_cast<char*>(static_cast<const char*>(c.send)), static_cast<char*>(c.recv),
+                   nullptr};
     }
     if (!m.blobs.count(u.key)) m.exportReceives(*world_, m.lower(u));
     *unit = std::move(u);
@@ -382,14 +382,35 @@ void DeviceKernelRank::committed(const std::shared_ptr<LaunchDone>& done) {
   if (done) m.pending.push_back(done);
 }
 
-Status launchKernels(const std::vector<Call>& calls, std::string* why) {
+namespace {
+
+// The calls of one stream, as rounds of launches: round j holds the j-th unit of every
+// communicator (a collective call, or the group's point-to-point calls), planned.
+struct StreamLaunches {
+  CuStream stream = nullptr;
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<std::vector<Call>>> units;
+  struct Round {
+    std::vector<DeviceKernelRank*> ranks;
+    std::vector<DeviceKernelRank::Unit> planned;
+  };
+  std::vector<Round> rounds;
+};
+
+Status groupByStream(const std::vector<Call>& calls, std::vector<StreamLaunches>* out,
+                     std::string* why) {
+  std::vector<StreamLaunches>& streams = *out;
   std::map<Communicator*, size_t> p2pUnit;
   for (const Call& c : calls) {
-    auto& list = units[c.comm];
-    if (list.empty() && std::find(order.begin(), order.end(), c.comm) == order.end())
-      order.push_back(c.comm);
+    auto s = std::find_if(streams.begin(), streams.end(),
+                          [&](const StreamLaunches& x) { return x.stream == c.stream; });
+    if (s == streams.end()) {
+      streams.emplace_back();
+      streams.back().stream = static_cast<CuStream>(c.stream);
+      s = streams.end() - 1;
+    }
+    auto& list = s->units[c.comm];
+    if (list.empty()) s->order.push_back(c.comm);
     if (c.coll == plan::Collective::kSendRecv) {
       auto it = p2pUnit.find(c.comm);
       if (it == p2pUnit.end()) {
@@ -402,23 +423,73 @@ Status launchKernels(const std::vector<Call>& calls, std::string* why) {
       list.push_back({c});
     }
   }
-  if (order.size() > cuda::kMaxLaunchRanks) {
-    *why = "calls of " + std::to_string(order.size()) +
-           " ranks on one stream in one group; at most " +
-           std::to_string(cuda::kMaxLaunchRanks) + " ranks can share a stream";
-    return Status::kInvalidUsage;
+  for (const StreamLaunches& s : streams)
+    if (s.order.size() > cuda::kMaxLaunchRanks) {
+      *why = "calls of " + std::to_string(s.order.size()) +
+             " ranks on one stream in one group; at most " + std::to_string(cuda::kMaxLaunchRanks) +
+             " ranks can share a stream";
+      return Status::kInvalidUsage;
+    }
+  return Status::kSuccess;
+}
+
+// Prepares and queues one round on its stream.
+Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
+                   StreamLaunches::Round& round, std::string* why) {
+  cuda::InterpLaunch p;
+  for (size_t i = 0; i < round.ranks.size(); ++i) {
+    uint32_t l = 0;
+    if (Status st = round.ranks[i]->prepare(round.planned[i], &p.args[p.ranks], &l, why);
+        st != Status::kSuccess)
+      return st;
+    p.firstBlock[p.ranks + 1] = p.firstBlock[p.ranks] + l;
+    ++p.ranks;
   }
-  size_t rounds = 0;
-  for (Communicator* comm : order) rounds = std::max(rounds, units[comm].size());
-  auto stream = static_cast<CuStream>(calls.front().stream);
-  const cuda::DriverApi& api = order.front()->kernelRank()->api();
-  int capture = cuda::kCuStreamCaptureStatusNone;
-  const bool capturing = api.streamIsCapturing(stream, &capture) == cuda::kCuSuccess &&
-                         capture != cuda::kCuStreamCaptureStatusNone;
+  CuResult rc = cuda::kCuSuccess;
+  // A rank's launches run one after another, as NCCL orders a communicator's calls: one on
+  // another stream than the rank's last waits for that one (a graph being captured orders its
+  // own nodes).
+  if (!capturing)
+    for (DeviceKernelRank* k : round.ranks)
+      if (const std::shared_ptr<LaunchDone> last = k->lastLaunch();
+          last && last->stream != stream && !last->finished() &&
+          (rc = api.streamWaitEvent(stream, last->event, 0)) != cuda::kCuSuccess)
+        break;
+  std::shared_ptr<LaunchDone> done;
+  if (rc == cuda::kCuSuccess)
+    rc = round.ranks.front()->module().launch(p, stream, round.ranks.front()->threads());
+  if (rc == cuda::kCuSuccess && !capturing) {
+    done = std::make_shared<LaunchDone>();
+    done->api = &api;
+    done->stream = stream;
+    rc = api.eventCreate(&done->event, cuda::kCuEventDisableTiming);
+    if (rc == cuda::kCuSuccess) rc = api.eventRecord(done->event, stream);
+  }
+  if (rc != cuda::kCuSuccess) {
+    *why = "launching the device interpreter failed: " + cuda::resultText(&api, rc);
+    return Status::kUnhandledCudaError;
+  }
+  for (DeviceKernelRank* k : round.ranks) k->committed(done);
+  return Status::kSuccess;
+}
+
+}  // namespace
+
+Status launchKernels(const std::vector<Call>& calls, std::string* why) {
+  std::vector<StreamLaunches> streams;
+  if (Status st = groupByStream(calls, &streams, why); st != Status::kSuccess) return st;
+  const cuda::DriverApi& api = calls.front().comm->kernelRank()->api();
+  std::vector<bool> capturing;
+  for (const StreamLaunches& s : streams) {
+    int capture = cuda::kCuStreamCaptureStatusNone;
+    capturing.push_back(api.streamIsCapturing(s.stream, &capture) == cuda::kCuSuccess &&
+                        capture != cuda::kCuStreamCaptureStatusNone);
+  }
   // While a stream is captured the set-up's allocations and copies must not invalidate the
   // capture: relaxed capture mode on this thread for the duration.
   int mode = cuda::kCuStreamCaptureModeRelaxed;
-  const bool exchanged = capturing && api.threadExchangeStreamCaptureMode &&
+  const bool anyCapture = std::find(capturing.begin(), capturing.end(), true) != capturing.end();
+  const bool exchanged = anyCapture && api.threadExchangeStreamCaptureMode &&
                          api.threadExchangeStreamCaptureMode(&mode) == cuda::kCuSuccess;
   struct RestoreMode {
     const cuda::DriverApi& api;
@@ -428,52 +499,29 @@ Status launchKernels(const std::vector<Call>& calls, std::string* why) {
       if (exchanged) api.threadExchangeStreamCaptureMode(&mode);
     }
   } restore{api, exchanged, mode};
-  for (size_t j = 0; j < rounds; ++j) {
-    cuda::InterpLaunch p;
-    std::vector<DeviceKernelRank*> ranks;
-    std::vector<DeviceKernelRank::Unit> planned;
-    for (Communicator* comm : order) {
-      if (units[comm].size() <= j) continue;
-      ranks.push_back(comm->kernelRank());
-      planned.emplace_back();
-      if (Status st = ranks.back()->plan(units[comm][j], &planned.back(), why);
-          st != Status::kSuccess)
-        return st;
-    }
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      uint32_t l = 0;
-      if (Status st = ranks[i]->prepare(planned[i], &p.args[p.ranks], &l, why);
-          st != Status::kSuccess)
-        return st;
-      p.firstBlock[p.ranks + 1] = p.firstBlock[p.ranks] + l;
-      ++p.ranks;
-    }
-    CuResult rc = cuda::kCuSuccess;
-    // A rank's launches run one after another, as NCCL orders a communicator's calls: one on
-    // another stream than the rank's last waits for that one (a graph being captured orders
-    // its own nodes).
-    if (!capturing)
-      for (DeviceKernelRank* k : ranks)
-        if (const std::shared_ptr<LaunchDone> last = k->lastLaunch();
-            last && last->stream != stream && !last->finished() &&
-            (rc = api.streamWaitEvent(stream, last->event, 0)) != cuda::kCuSuccess)
-          break;
-    std::shared_ptr<LaunchDone> done;
-    if (rc == cuda::kCuSuccess)
-      rc = ranks.front()->module().launch(p, stream, ranks.front()->threads());
-    if (rc == cuda::kCuSuccess && !capturing) {
-      done = std::make_shared<LaunchDone>();
-      done->api = &api;
-      done->stream = stream;
-      rc = api.eventCreate(&done->event, cuda::kCuEventDisableTiming);
-      if (rc == cuda::kCuSuccess) rc = api.eventRecord(done->event, stream);
-    }
-    if (rc != cuda::kCuSuccess) {
-      *why = "launching the device interpreter failed: " + cuda::resultText(&api, rc);
-      return Status::kUnhandledCudaError;
-    }
-    for (DeviceKernelRank* k : ranks) k->committed(done);
+  // Every unit of every stream is planned (its FIFOs from other processes exported) before any
+  // is prepared (the FIFOs it sends on imported): a rank of this thread never waits for an
+  // export that this thread has still to make for another of its ranks.
+  for (StreamLaunches& s : streams) {
+    size_t rounds = 0;
+    for (Communicator* comm : s.order) rounds = std::max(rounds, s.units[comm].size());
+    s.rounds.resize(rounds);
+    for (size_t j = 0; j < rounds; ++j)
+      for (Communicator* comm : s.order) {
+        if (s.units[comm].size() <= j) continue;
+        StreamLaunches::Round& round = s.rounds[j];
+        round.ranks.push_back(comm->kernelRank());
+        round.planned.emplace_back();
+        if (Status st = round.ranks.back()->plan(s.units[comm][j], &round.planned.back(), why);
+            st != Status::kSuccess)
+          return st;
+      }
   }
+  for (size_t i = 0; i < streams.size(); ++i)
+    for (StreamLaunches::Round& round : streams[i].rounds)
+      if (Status st = launchRound(api, streams[i].stream, capturing[i], round, why);
+          st != Status::kSuccess)
+        return st;
   return Status::kSuccess;
 }
 

@@ -96,9 +96,9 @@ class DeviceKernelRank {
   std::unique_ptr<Impl> impl_;
 };
 
-// Queues `calls` (on device memory, all on one stream, each of a communicator with a
-// DeviceKernelRank) as launches of the interpreter: round j holds the j-th unit of every
-// communicator. Returns at once.
+// Queues `calls` (on device memory, each of a communicator with a DeviceKernelRank, on any
+// streams) as launches of the interpreter: per stream, round j holds the j-th unit of every
+// communicator calling on it. Returns at once.
 Status launchKernels(const std::vector<Call>& calls, std::string* why);
 
 }  // namespace weft::core

@@ -27,15 +27,13 @@ Registry& registry() {
 
 }  // namespace
 
-DeviceWorld::DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots,
-                         uint32_t slotBytes)
+DeviceWorld::DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots, uint32_t slotBytes)
     : api_(&api), device_(device), slots_(slots), slotBytes_(slotBytes) {}
 
 void DeviceWorld::check(CuResult rc, const char* what) const {
   if (rc != cuda::kCuSuccess)
-    fail(Status::kUnhandledCudaError,
-         std::string(what) + " failed: " + cuda::resultText(api_, rc) +
-             " (setting up calls on device memory)");
+    fail(Status::kUnhandledCudaError, std::string(what) + " failed: " + cuda::resultText(api_, rc) +
+                                          " (setting up calls on device memory)");
 }
 
 std::shared_ptr<DeviceWorld> DeviceWorld::join(const cuda::DriverApi& api, uint64_t commHash,
@@ -162,8 +160,17 @@ cuda::DeviceFifo DeviceWorld::importFifo(int from, int to, int channel,
   return f;
 }
 
-void DeviceWorld::raiseAbort() {
-  __atomic_store_n(abortHost(), 1u, __ATOMIC_RELEASE);
+void DeviceWorld::raiseAbortOf(uint64_t commHash) {
+  std::shared_ptr<DeviceWorld> w;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.worlds.find(commHash);
+    if (it != r.worlds.end()) w = it->second.lock();
+  }
+  if (w) w->raiseAbort();
 }
+
+void DeviceWorld::raiseAbort() { __atomic_store_n(abortHost(), 1u, __ATOMIC_RELEASE); }
 
 }  // namespace weft::core

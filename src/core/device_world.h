@@ -67,6 +67,9 @@ class DeviceWorld {
     return reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(abort_.device));
   }
   void raiseAbort();
+  // Raises the abort word of communicator `commHash`'s world in this process, where there is
+  // one (an aborted rank that never called on device memory still stops its peers' launches).
+  static void raiseAbortOf(uint64_t commHash);
 
   // A rank could not tell that its launches ended: the memory stays allocated at the end.
   void keepMemory() { keepMemory_ = true; }

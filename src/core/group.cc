@@ -239,22 +239,41 @@ Status runStagedCalls(std::vector<Call>& calls, std::string* why) {
   return launch(calls, why, threadCalls());
 }
 
-// Calls on device memory, all on one CUDA stream: queued there (src/core/device_calls.h).
-Status launchDevice(std::vector<Call> calls, std::string* why) {
+// Calls on device memory, on any CUDA streams: queued there. Communicators whose ranks all use
+// this GPU run them in the interpreter's kernel (src/core/device_kernels.h), all streams at once
+// so that ranks driven by this thread set up together; the rest are staged through host memory,
+// a job per stream (src/core/device_calls.h).
+Status launchDevice(const std::vector<Call>& calls, std::string* why) {
   const cuda::DriverApi* api = cuda::driver().api.get();
   if (!api) {
     *why = "no CUDA device: " + cuda::driver().why;
     return Status::kInvalidArgument;
   }
   try {
-    // Communicators whose ranks all use this GPU run the calls in the interpreter's kernel
-    // (src/core/device_kernels.h); the rest are staged through host memory.
-    std::vector<Call> kernel, staged;
-    for (const Call& c : calls) (c.comm->deviceKernels(*api) ? kernel : staged).push_back(c);
-    if (!kernel.empty())
-      if (Status st = launchKernels(kernel, why); st != Status::kSuccess) return st;
-    if (staged.empty()) return Status::kSuccess;
-    return staged.front().comm->deviceCalls(*api).launch(std::move(staged), runStagedCalls, why);
+    std::vector<Call> kernel;
+    std::vector<void*> streamOrder;
+    std::map<void*, std::vector<Call>> staged;
+    for (const Call& c : calls) {
+      if (c.comm->deviceKernels(*api)) {
+        kernel.push_back(c);
+        continue;
+      }
+      if (!staged.count(c.stream)) streamOrder.push_back(c.stream);
+      staged[c.stream].push_back(c);
+    }
+    Status first = Status::kSuccess;
+    if (!kernel.empty()) first = launchKernels(kernel, why);
+    for (void* stream : streamOrder) {
+      std::vector<Call>& batch = staged[stream];
+      std::string msg;
+      const Status st =
+          batch.front().comm->deviceCalls(*api).launch(std::move(batch), runStagedCalls, &msg);
+      if (st != Status::kSuccess && first == Status::kSuccess) {
+        first = st;
+        *why = msg;
+      }
+    }
+    return first;
   } catch (const Error& e) {
     *why = e.what();
     return e.code();
@@ -284,28 +303,11 @@ Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
 
 Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
   if (calls.size() == 1) return launchOne(calls.front(), why, thread);
-  // Calls on device memory go to their streams, a job per stream; the rest run here.
+  // Calls on device memory go to their streams; the rest run here.
   if (std::any_of(calls.begin(), calls.end(), [](const Call& c) { return c.device; })) {
-    std::vector<Call> host;
-    std::vector<void*> streamOrder;
-    std::map<void*, std::vector<Call>> byStream;
-    for (const Call& c : calls) {
-      if (!c.device) {
-        host.push_back(c);
-        continue;
-      }
-      if (!byStream.count(c.stream)) streamOrder.push_back(c.stream);
-      byStream[c.stream].push_back(c);
-    }
-    Status first = Status::kSuccess;
-    for (void* stream : streamOrder) {
-      std::string msg;
-      const Status st = launchDevice(std::move(byStream[stream]), &msg);
-      if (st != Status::kSuccess && first == Status::kSuccess) {
-        first = st;
-        *why = msg;
-      }
-    }
+    std::vector<Call> host, device;
+    for (const Call& c : calls) (c.device ? device : host).push_back(c);
+    Status first = launchDevice(device, why);
     if (host.empty()) return first;
     std::string msg;
     const Status st = launch(host, &msg, thread);

@@ -61,8 +61,8 @@ struct DeviceRunArgs {
   // replayed from a CUDA graph (whose arguments are fixed) runs as the next epoch. Epoch and
   // lanesBefore are then unused.
   uint64_t* runs = nullptr;
-  uint32_t epoch = 1;                 // this run's number: 1, 2, ... (same on every lane)
-  uint32_t* abort = nullptr;          // nonzero: stop waiting (host or a failing lane sets it)
+  uint32_t epoch = 1;         // this run's number: 1, 2, ... (same on every lane)
+  uint32_t* abort = nullptr;  // nonzero: stop waiting (host or a failing lane sets it)
   DeviceStatus* status = nullptr;
   uint64_t timeoutNs = 0;  // longest a single wait may take
 };

@@ -62,8 +62,7 @@ int runCollectives(const std::vector<ncclComm_t>& comms, const std::vector<int>&
   };
   auto expect = [&](const char* what, size_t j, size_t i, float got, float want) {
     if (got == want) return true;
-    std::fprintf(stderr, "%s rank %d element %zu: %g, expected %g\n", what, ranks[j], i, got,
-                 want);
+    std::fprintf(stderr, "%s rank %d element %zu: %g, expected %g\n", what, ranks[j], i, got, want);
     return false;
   };
   float base = 0;

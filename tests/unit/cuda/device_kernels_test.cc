@@ -87,12 +87,11 @@ TEST_F(DeviceKernels, ARanksCallsOnTwoStreamsStayInOrder) {
   for (int round = 0; round < 3; ++round) {
     ASSERT_EQ(ncclGroupStart(), ncclSuccess);
     for (int r = 0; r < n; ++r) {
-      ASSERT_EQ(
-          ncclAllReduce(in[r]->p, mid[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(r)),
-          ncclSuccess);
-      ASSERT_EQ(ncclAllReduce(mid[r]->p, out[r]->p, count, ncclFloat, ncclSum, comms_[r],
-                              stream(n + r)),
+      ASSERT_EQ(ncclAllReduce(in[r]->p, mid[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(r)),
                 ncclSuccess);
+      ASSERT_EQ(
+          ncclAllReduce(mid[r]->p, out[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(n + r)),
+          ncclSuccess);
     }
     ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
     syncAll();

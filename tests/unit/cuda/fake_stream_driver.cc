@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "src/cuda/interp_launch.h"
+#include "tests/unit/cuda/fake_device_memory.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ constexpr CuResult kNotReady = 600;
 constexpr CuResult kUnknown = 999;  // CUDA_ERROR_UNKNOWN: a wait that ran past its limit
 // A stream or event wait gives up after this long (a hung test fails instead of hanging).
 constexpr std::chrono::seconds kWaitLimit{300};
-constexpr int kAttrMemoryType = 2, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
+constexpr int kAttrMemoryType = 2, kAttrBufferId = 7, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
 
 struct Stream {
@@ -118,9 +119,8 @@ struct Graph {
 
 struct Driver {
   std::mutex mu;
-  std::map<uintptr_t, size_t> device;  // base -> bytes
-  std::set<void*> modules;             // loaded, not yet unloaded
-  std::atomic<uint64_t> launches{0};   // kernels queued (captured ones included)
+  std::set<void*> modules;            // loaded, not yet unloaded
+  std::atomic<uint64_t> launches{0};  // kernels queued (captured ones included)
   std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
 };
 
@@ -137,12 +137,8 @@ Stream* streamOf(void* handle) {
 }
 
 bool isDevice(CuDevicePtr p) {
-  Driver& d = driver();
-  std::lock_guard<std::mutex> lock(d.mu);
-  auto it = d.device.upper_bound(static_cast<uintptr_t>(p));
-  if (it == d.device.begin()) return false;
-  --it;
-  return p < it->first + it->second;
+  weft::fake::Allocation a;
+  return weft::fake::findDevice(static_cast<uintptr_t>(p), &a);
 }
 
 // Runs every block of an interpreter launch at once, one host thread each, and returns when all
@@ -193,6 +189,12 @@ FAKE_EXPORT CuResult cuPointerGetAttribute(void* data, int attribute, CuDevicePt
     case kAttrDeviceOrdinal:
       *static_cast<int*>(data) = 0;
       return kSuccess;
+    case kAttrBufferId: {
+      weft::fake::Allocation a;
+      weft::fake::findDevice(static_cast<uintptr_t>(ptr), &a);
+      *static_cast<unsigned long long*>(data) = a.id;
+      return kSuccess;
+    }
   }
   return kInvalidValue;
 }
@@ -318,6 +320,24 @@ FAKE_EXPORT CuResult cuEventRecord(void* event, void* stream) {
     e->cv.notify_all();
   });
 }
+FAKE_EXPORT CuResult cuEventQuery(void* event) {
+  auto* e = static_cast<Event*>(event);
+  std::lock_guard<std::mutex> lock(e->mu);
+  return e->reached ? kSuccess : kNotReady;
+}
+FAKE_EXPORT CuResult cuStreamQuery(void* stream) {
+  Stream* s = streamOf(stream);
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->ops.empty() && !s->busy ? kSuccess : kNotReady;
+}
+// The stream waits until the event's last record was reached (as recorded when this is called).
+FAKE_EXPORT CuResult cuStreamWaitEvent(void* stream, void* event, unsigned) {
+  auto* e = static_cast<Event*>(event);
+  return streamOf(stream)->push([e] {
+    std::unique_lock<std::mutex> lock(e->mu);
+    e->cv.wait_for(lock, kWaitLimit, [&] { return e->reached; });
+  });
+}
 FAKE_EXPORT CuResult cuEventSynchronize(void* event) {
   auto* e = static_cast<Event*>(event);
   std::unique_lock<std::mutex> lock(e->mu);
@@ -397,21 +417,8 @@ FAKE_EXPORT CuResult cuMemsetD8_v2(CuDevicePtr dst, unsigned char value, size_t 
 }
 
 // The test's side: what cudaMalloc, cudaStreamCreate, kernels and graphs are in a real program.
-FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes) {
-  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  Driver& d = driver();
-  std::lock_guard<std::mutex> lock(d.mu);
-  d.device[reinterpret_cast<uintptr_t>(p)] = bytes;
-  return p;
-}
-FAKE_EXPORT void weftFakeDeviceFree(void* p) {
-  Driver& d = driver();
-  {
-    std::lock_guard<std::mutex> lock(d.mu);
-    d.device.erase(reinterpret_cast<uintptr_t>(p));
-  }
-  std::free(p);
-}
+FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes) { return weft::fake::allocateDevice(bytes); }
+FAKE_EXPORT void weftFakeDeviceFree(void* p) { weft::fake::freeDevice(p); }
 FAKE_EXPORT void* weftFakeStreamCreate() { return new Stream; }
 FAKE_EXPORT void weftFakeStreamDestroy(void* s) { delete static_cast<Stream*>(s); }
 FAKE_EXPORT void weftFakeStreamSynchronize(void* s) { streamOf(s)->synchronize(); }
