@@ -17,11 +17,12 @@ fi
 carry=$(cd "$1" && pwd) || exit 2
 out=$2
 arch=${3:-90}
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 launcher=$(command -v mpirun || command -v mpiexec || true)
 if [ -z "$launcher" ] || ! command -v mpicc >/dev/null; then
-  echo "MPI is absent here (no mpirun/mpiexec or no mpicc): the MPI flavour of nccl-tests is skipped"
+  echo "MPI is absent here (no mpirun/mpiexec or no mpicc): the MPI flavour of nccl-tests is" \
+    "skipped"
   exit 77
 fi
 if [ ! -f "$carry/nccl-tests/source/src/Makefile" ]; then

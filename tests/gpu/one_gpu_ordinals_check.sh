@@ -3,7 +3,8 @@
 # (ordinal 0; any other ordinal is an error, as with a real single GPU) and a client that uses
 # ordinals 0-3 the way nccl-tests' thread mode does. Without the preloaded library the client must
 # fail; with it and WEFT_GPU_ORDINALS=4 it must see 4 devices, and each call must reach the
-# runtime with ordinal 0. Needs a C compiler and CUDA's headers (CUDA_HOME, default /usr/local/cuda).
+# runtime with ordinal 0. Needs a C compiler and CUDA's headers (CUDA_HOME, default
+# /usr/local/cuda).
 # Usage: tests/gpu/one_gpu_ordinals_check.sh [WORK_DIR]   Exit status 0: passed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,9 @@ cat >"$work/fake_cudart.c" <<'EOF'
 #include <string.h>
 int fakeLastOrdinal = -1;  // the ordinal the last call passed
 cudaError_t cudaGetDeviceCount(int* count) { *count = 1; return cudaSuccess; }
-cudaError_t cudaSetDevice(int d) { fakeLastOrdinal = d; return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaSetDevice(int d) {
+  fakeLastOrdinal = d; return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
 cudaError_t cudaDeviceGetAttribute(int* v, enum cudaDeviceAttr a, int d) {
   (void)a; fakeLastOrdinal = d; *v = 9; return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
@@ -34,9 +37,13 @@ extern int fakeLastOrdinal;
 int main(void) {
   int count = 0, value = 0;
   struct cudaDeviceProp prop;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 4) { printf("count %d\n", count); return 1; }
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 4) {
+    printf("count %d\n", count); return 1;
+  }
   for (int d = 0; d < 4; ++d) {
-    if (cudaSetDevice(d) != cudaSuccess || fakeLastOrdinal != 0) { printf("set %d\n", d); return 1; }
+    if (cudaSetDevice(d) != cudaSuccess || fakeLastOrdinal != 0) {
+      printf("set %d\n", d); return 1;
+    }
     if (cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
         fakeLastOrdinal != 0) { printf("attribute %d\n", d); return 1; }
     if (cudaGetDeviceProperties(&prop, d) != cudaSuccess || fakeLastOrdinal != 0) {

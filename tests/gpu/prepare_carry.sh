@@ -21,8 +21,10 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
+# Without MPI: the carried tools run their ranks as threads there, and a carried libmpi would
+# stand in front of the GPU machine's own MPI (LD_LIBRARY_PATH) in nccl-tests' MPI flavour.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
 tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf weftrun)
 cmake --build "$build" -j "$(nproc)" --target nccl device_calls_gpu_test "${tools[@]}"
 rm -rf "$out"

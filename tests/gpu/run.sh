@@ -10,9 +10,10 @@
 # The whole run keeps within WEFT_GPU_BUDGET_S seconds (default 470, under the 8 minutes a device
 # machine's command is given): each step has a time limit of its own, cut to what is left; a step
 # with no time left is recorded as not run (a failure). WEFT_GPU_BUILD chooses the build folder
-# (default build-gpu).
+# (default build-gpu); WEFT_GPU_ARCH the compute capability to build for (e.g. 90) where
+# nvidia-smi cannot tell (default: CMake's list).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 build="${WEFT_GPU_BUILD:-build-gpu}"
 started=$SECONDS
 deadline=$((started + ${WEFT_GPU_BUDGET_S:-470}))
@@ -34,14 +35,20 @@ nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && have_gpu=1
 # Machine code for this machine's GPU only, to keep the build short; the default list otherwise.
 arch_flags=()
 cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+cap=${cap:-${WEFT_GPU_ARCH:-}}
 if [[ "$cap" =~ ^[0-9]+$ ]]; then arch_flags=(-DCMAKE_CUDA_ARCHITECTURES="${cap}-real"); fi
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+compiler_launcher=()
+if command -v ccache >/dev/null; then
+  compiler_launcher=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
 
 echo "== build ($build)"
 mkdir -p "$build"
 if ! timeout "$(budget 60)" cmake -S tests/gpu -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${arch_flags[@]}" >"$build/configure.log" 2>&1; then
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${arch_flags[@]}" "${compiler_launcher[@]}" \
+  >"$build/configure.log" 2>&1; then
   tail -n 40 "$build/configure.log"
   echo "GPU CHECK: FAILED (configure; log in $build/configure.log)"
   exit 1
@@ -93,15 +100,24 @@ loads_carried_nccl() {
 # A perf table's outcome: the exit status, made 1 when its footer does not report 0 wrong values
 # (both the perf tools and nccl-tests print "# Out of bounds values : 0 OK").
 table_rc() {
-  if [[ $1 == 0 ]] && ! grep -qE '^# Out of bounds values *: 0 OK' "$2"; then echo 1; else echo "$1"; fi
+  if [[ $1 == 0 ]] && ! grep -qE '^# Out of bounds values *: 0 OK' "$2"; then
+    echo 1
+  else
+    echo "$1"
+  fi
 }
 
-# The collective of a perf tool's name, as memory_bound_goal.py names it: all_reduce_perf -> allreduce.
+# The collective of a perf tool, as memory_bound_goal.py names it: all_reduce_perf -> allreduce.
 collective_of() {
   local name=${1%_perf}
   echo "${name//_/}"
 }
 
+# Where nvidia-smi is missing, the copy-bandwidth program tells whether there is a GPU (77: none).
+if [[ $have_gpu == 0 && -x "$build/d2d_bandwidth" ]] &&
+  timeout 30 "$build/d2d_bandwidth" >/dev/null 2>&1; then
+  have_gpu=1
+fi
 goal_tables=()
 rm -f "$build/goal.txt" "$build/d2d.txt"
 if [[ -x gpu-carry/bin/device_calls_gpu_test && $have_gpu == 0 ]]; then
@@ -122,7 +138,9 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
   sweep=(-b 8 -e 256M -f 2 -c 1 -n 5 -w 2)
 
   echo "== perf tools: ranks as threads on the one GPU, device memory"
-  loads_carried_nccl gpu-carry/bin/all_reduce_perf "${carried_env[@]}" || true
+  # They link the library under its own name, libweft.so.0 (the same sources as libnccl.so.2).
+  env "${carried_env[@]}" ldd gpu-carry/bin/all_reduce_perf | grep -E 'lib(weft|nccl)\.' |
+    sed 's/^[[:space:]]*/   all_reduce_perf: /'
   for tool in all_reduce_perf all_gather_perf; do
     for ranks in 2 4; do
       out="$build/${tool}_t${ranks}.txt"
@@ -147,7 +165,8 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
         thread_env=("${carried_env[@]}" CUDA_VISIBLE_DEVICES=0 NCCL_TESTS_DEVICE=0
           WEFT_GPU_ORDINALS="$ranks" LD_PRELOAD="$PWD/$tests_dir/lib/libone_gpu_ordinals.so")
         if loads_carried_nccl "$tests_dir/bin/$tool" "${thread_env[@]}"; then
-          timed 50 "$out" env "${thread_env[@]}" "$tests_dir/bin/$tool" "${sweep[@]}" -g 1 -t "$ranks"
+          timed 50 "$out" env "${thread_env[@]}" "$tests_dir/bin/$tool" "${sweep[@]}" \
+            -g 1 -t "$ranks"
           rc=$(table_rc "$rc" "$out")
         else
           echo "not the carried libnccl.so.2: not run" | tee "$out"
@@ -164,10 +183,10 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
     echo "(no nccl-tests in gpu-carry: prepared without ../shared; nccl-tests is skipped)"
   fi
 
-  if command -v python3 >/dev/null && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  if command -v python3 >/dev/null &&
+    python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     timed 120 "$build/torch_nccl_check.txt" env "${carried_env[@]}" \
-      python3 tests/gpu/torch_nccl_check.py \
-      --weft gpu-carry/lib/libnccl.so.2
+      python3 tests/gpu/torch_nccl_check.py --weft gpu-carry/lib/libnccl.so.2
     cat "$build/torch_nccl_check.txt" >>"$log"
     record 901 torch_nccl_check "$rc"
   else
@@ -181,10 +200,10 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
   timed 150 "$build/nccl_tests_mpi_build.txt" tests/gpu/build_nccl_tests_mpi.sh gpu-carry \
     "$mpi_bin" "${cap:-90}"
   if [[ $rc == 0 ]]; then
-    launcher=$(command -v mpirun || command -v mpiexec)
+    mpi_launcher=$(command -v mpirun || command -v mpiexec)
     mpi_env=("${carried_env[@]}" NCCL_TESTS_DEVICE=0)
     mpi_flags=()
-    if "$launcher" --version 2>&1 | grep -q "Open MPI"; then
+    if "$mpi_launcher" --version 2>&1 | grep -q "Open MPI"; then
       # Open MPI: as root, more processes than cores allowed, and the settings passed on.
       mpi_env+=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
       mpi_flags=(--oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_TESTS_DEVICE)
@@ -193,7 +212,7 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
       for ranks in 2 4; do
         out="$build/nccl_tests_mpi_${tool}_np${ranks}.txt"
         if loads_carried_nccl "$mpi_bin/$tool" "${mpi_env[@]}"; then
-          timed 60 "$out" env "${mpi_env[@]}" "$launcher" -np "$ranks" "${mpi_flags[@]}" \
+          timed 60 "$out" env "${mpi_env[@]}" "$mpi_launcher" -np "$ranks" "${mpi_flags[@]}" \
             "$mpi_bin/$tool" "${sweep[@]}" -g 1 -t 1
           rc=$(table_rc "$rc" "$out")
         else
