@@ -19,10 +19,10 @@ started=$SECONDS
 deadline=$((started + ${WEFT_GPU_BUDGET_S:-470}))
 
 # Seconds a step may run: its own limit, cut to what is left of the run's budget (10 s are kept
-# for the summary).
+# for the summary); at least 1, as `timeout 0` would not limit at all.
 budget() {
   local left=$((deadline - SECONDS - 10))
-  ((left < 0)) && left=0
+  ((left < 1)) && left=1
   if ((left < $1)); then echo "$left"; else echo "$1"; fi
 }
 
