@@ -180,7 +180,8 @@ elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
     cat "$tests_dir/BUILD_FAILED"
     record 920 nccl_tests_build 1
   else
-    echo "(no nccl-tests in gpu-carry: prepared without ../shared; nccl-tests is skipped)"
+    echo "(no nccl-tests in gpu-carry: prepared without ../shared or by an older"
+    echo " tests/gpu/prepare_carry.sh; nccl-tests is skipped)"
   fi
 
   if command -v python3 >/dev/null &&
