@@ -127,6 +127,79 @@ TEST_F(DeviceKernels, IntegerAverageOverPlansOfDifferentSizes) {
   }
 }
 
+// Calls much larger than a link's FIFO (slots x slot bytes), with every built-in algorithm
+// forced in turn: lanes stream their steps slice by slice, whatever the plan's shape.
+class LargeDeviceCalls : public DeviceKernels, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LargeDeviceCalls, EveryCollective) {
+  setenv("NCCL_ALGO", GetParam(), 1);  // read at init
+  setenv("WEFT_SLOTS", "4", 1);
+  const int n = 3;
+  init(n);
+  unsetenv("NCCL_ALGO");
+  unsetenv("WEFT_SLOTS");
+  const size_t count = (size_t{3} << 20) / 4 + 13;  // 3 MiB of floats per rank, and a tail
+  std::vector<std::unique_ptr<FakeDeviceBuffer<float>>> send, recv;
+  for (int r = 0; r < n; ++r) {
+    send.push_back(std::make_unique<FakeDeviceBuffer<float>>(count * n));
+    recv.push_back(std::make_unique<FakeDeviceBuffer<float>>(count * n));
+    for (size_t i = 0; i < count * n; ++i) send[r]->p[i] = float(r + 1) + float(i % 3);
+  }
+  auto run = [&](const char* what, auto&& call) {
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(call(r), ncclSuccess) << what;
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    syncAll();
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(asyncError(r), ncclSuccess) << what << ": " << ncclGetLastError(comms_[r]);
+  };
+  run("allreduce", [&](int r) {
+    return ncclAllReduce(send[r]->p, recv[r]->p, count, ncclFloat, ncclSum, comms_[r], stream(r));
+  });
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 7) ASSERT_EQ(recv[r]->p[i], 6.0f + 3.0f * float(i % 3));
+  run("allgather", [&](int r) {
+    return ncclAllGather(send[r]->p, recv[r]->p, count, ncclFloat, comms_[r], stream(r));
+  });
+  for (int r = 0; r < n; ++r)
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; i += 7)
+        ASSERT_EQ(recv[r]->p[q * count + i], float(q + 1) + float(i % 3));
+  run("reducescatter", [&](int r) {
+    return ncclReduceScatter(send[r]->p, recv[r]->p, count, ncclFloat, ncclSum, comms_[r],
+                             stream(r));
+  });
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 7)
+      ASSERT_EQ(recv[r]->p[i], 6.0f + 3.0f * float((r * count + i) % 3));
+  run("broadcast", [&](int r) {
+    return ncclBroadcast(send[r]->p, recv[r]->p, count, ncclFloat, 1, comms_[r], stream(r));
+  });
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 7) ASSERT_EQ(recv[r]->p[i], 2.0f + float(i % 3));
+  run("alltoall", [&](int r) {
+    return ncclAlltoAll(send[r]->p, recv[r]->p, count, ncclFloat, comms_[r], stream(r));
+  });
+  for (int r = 0; r < n; ++r)
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; i += 7)
+        ASSERT_EQ(recv[r]->p[q * count + i], float(q + 1) + float((r * count + i) % 3));
+  run("sendrecv", [&](int r) {
+    ncclResult_t a = ncclSend(send[r]->p, count, ncclFloat, (r + 1) % n, comms_[r], stream(r));
+    ncclResult_t b = ncclRecv(recv[r]->p, count, ncclFloat, (r + n - 1) % n, comms_[r], stream(r));
+    return a != ncclSuccess ? a : b;
+  });
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; i += 7)
+      ASSERT_EQ(recv[r]->p[i], float((r + n - 1) % n + 1) + float(i % 3));
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, LargeDeviceCalls,
+                         ::testing::Values("", "ring", "tree", "rhd", "direct", "rsag", "fan"),
+                         [](const auto& info) {
+                           return std::string(*info.param ? info.param : "chosen");
+                         });
+
 TEST_F(DeviceKernels, MismatchedCallsFailInsteadOfHanging) {
   const int n = 2;
   init(n);
