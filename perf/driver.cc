@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
 #include <thread>
 
 #include "perf/mpi.h"
@@ -86,8 +85,14 @@ void Driver::setup(Worker& w) {
       r.start = dev_->createEvent();
       r.stop = dev_->createEvent();
     } else {
-      PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.sendAlloc), allocBytes_));
-      PERF_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recvAlloc), allocBytes_));
+      // Host memory even where a CUDA context is current (ncclMemAlloc then gives device memory).
+      const size_t pageBytes = (allocBytes_ + 4095) / 4096 * 4096;
+      r.sendAlloc = static_cast<char*>(std::aligned_alloc(4096, pageBytes));
+      r.recvAlloc = static_cast<char*>(std::aligned_alloc(4096, pageBytes));
+      if (!r.sendAlloc || !r.recvAlloc) {
+        std::fprintf(stderr, "out of host memory for %zu-byte buffers\n", pageBytes);
+        std::exit(2);
+      }
     }
     if (opt_.registerMode == 1) {
       PERF_NCCL(ncclCommRegister(r.comm, r.sendAlloc, allocBytes_, &r.sendReg));
@@ -141,8 +146,8 @@ void Driver::teardown(Worker& w) {
       dev_->release(r.sendAlloc);
       dev_->release(r.recvAlloc);
     } else {
-      PERF_NCCL(ncclMemFree(r.sendAlloc));
-      PERF_NCCL(ncclMemFree(r.recvAlloc));
+      std::free(r.sendAlloc);
+      std::free(r.recvAlloc);
     }
     PERF_NCCL(ncclCommDestroy(r.comm));
     r.comm = nullptr;

@@ -9,6 +9,7 @@
 #include "src/common/clock.h"
 #include "src/common/env.h"
 #include "src/core/group.h"
+#include "src/core/rank_gpu.h"
 
 namespace weft::api {
 

@@ -14,6 +14,7 @@
 #include "src/core/cpu_placement.h"
 #include "src/core/device_world.h"
 #include "src/core/memory.h"
+#include "src/core/rank_gpu.h"
 #include "src/core/synth_plans.h"
 #include "src/plan/chunk_plan.h"
 #include "synth/auto/rank_fabric.h"
@@ -24,27 +25,6 @@
 #include "transports/shm/rank_bell.h"
 
 namespace weft::core {
-
-void noteCudaDevice(CommConfig* cfg, int ordinal) {
-  cfg->cudaDevice = -1;
-  cfg->cudaBusId.clear();
-  const cuda::DriverApi* api = cuda::driver().api.get();
-  if (!api || !api->ctxGetCurrent || !api->ctxGetDevice || !api->deviceGetPciBusId ||
-      !api->deviceGet)
-    return;
-  cuda::CuDevice device = -1;
-  if (ordinal == -2) {
-    cuda::CuContext ctx = nullptr;
-    if (api->ctxGetCurrent(&ctx) != cuda::kCuSuccess || !ctx) return;
-    if (api->ctxGetDevice(&device) != cuda::kCuSuccess) return;
-  } else if (ordinal < 0 || api->deviceGet(&device, ordinal) != cuda::kCuSuccess) {
-    return;
-  }
-  char busId[20] = {};
-  if (api->deviceGetPciBusId(busId, sizeof(busId) - 1, device) != cuda::kCuSuccess) return;
-  cfg->cudaDevice = ordinal == -2 ? device : ordinal;
-  cfg->cudaBusId = busId;
-}
 
 CommConfig configFromEnv() {
   CommConfig c;
@@ -104,6 +84,17 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     peers_.push_back(i.peer);
     i.cudaBusId[sizeof(i.cudaBusId) - 1] = 0;
     cudaBusIds_.emplace_back(i.cudaBusId);
+  }
+  // Whether the ranks' GPUs reach each other's memory: each rank asks for its own GPU, and all
+  // agree on the table (asked only where every rank has a GPU, so every rank takes part).
+  if (std::none_of(cudaBusIds_.begin(), cudaBusIds_.end(),
+                   [](const std::string& b) { return b.empty(); })) {
+    std::vector<uint8_t> reach(static_cast<size_t>(nranks) * nranks, 0);
+    for (int r = 0; r < nranks; ++r)
+      reach[static_cast<size_t>(rank) * nranks + r] =
+          gpuReaches(cfg.cudaDevice, cfg.cudaBusId, cudaBusIds_[r]) ? 1 : 0;
+    boot_->allgather(reach.data(), static_cast<size_t>(nranks));
+    gpusReachEachOther_ = std::all_of(reach.begin(), reach.end(), [](uint8_t v) { return v; });
   }
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);

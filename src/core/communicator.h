@@ -36,11 +36,6 @@ struct CommConfig {
   std::string cudaBusId;
 };
 CommConfig configFromEnv();
-// Records in `cfg` the GPU of the rank being created: `ordinal` (ncclCommInitAll's devlist
-// entry), or with -2 the device whose context is current on the calling thread, as NCCL takes
-// it. Leaves none where there is no driver or no current context; asks nothing that would create
-// CUDA state (no cuInit).
-void noteCudaDevice(CommConfig* cfg, int ordinal);
 
 class Communicator : public exec::ConnectionSource {
  public:
@@ -140,6 +135,10 @@ class Communicator : public exec::ConnectionSource {
   // process.
   bool allRanksOnThisHost() const;
   bool peerInThisProcess(int r) const { return peers_[r].processHash == peers_[rank_].processHash; }
+  // Rank `r`'s GPU at init by PCI bus id ("" where none); whether every rank's GPU can reach
+  // every other's memory (peer access, agreed on at init; false unless every rank has a GPU).
+  const std::string& cudaBusIdOf(int r) const { return cudaBusIds_[r]; }
+  bool gpusReachEachOther() const { return gpusReachEachOther_; }
   // The plan a collective call runs (as collectiveWork chooses it).
   std::shared_ptr<const plan::Plan> planForDevice(const Call& call);
   // The factor of a PreMulSum op handle (createPreMulSum).
@@ -255,6 +254,7 @@ class Communicator : public exec::ConnectionSource {
   std::unique_ptr<DeviceCallState> deviceCalls_;
   // Every rank's GPU at init, by PCI bus id ("" where none).
   std::vector<std::string> cudaBusIds_;
+  bool gpusReachEachOther_ = false;
   bool kernelsDecided_ = false;
   std::unique_ptr<DeviceKernelRank> deviceKernels_;
 

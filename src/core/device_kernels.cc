@@ -99,6 +99,8 @@ struct DeviceKernelRank::Impl {
   std::map<std::string, cuda::DevicePlanBlob> lowered;
   // Receive links from ranks in other processes whose FIFOs this rank has exported.
   std::map<std::pair<int, int>, bool> exported;
+  // The worlds of other GPUs of this process whose FIFOs this rank sends on, by bus id.
+  std::map<std::string, std::shared_ptr<DeviceWorld>> peerWorlds;
 
   const cuda::DevicePlanBlob& lower(const DeviceKernelRank::Unit& u) {
     auto it = lowered.find(u.key);
@@ -116,6 +118,7 @@ struct DeviceKernelRank::Impl {
       const cuda::DeviceFifo f = world.fifo(l.peer, rank, l.channel);
       transport::cuda::IpcDescriptor d;
       std::string why;
+      const ContextScope scope(*api, world.context());
       if (Status st =
               transport::cuda::exportDeviceBuffer(*api, f.posted, world.fifoBytes(), &d, &why);
           st != Status::kSuccess)
@@ -126,11 +129,31 @@ struct DeviceKernelRank::Impl {
     }
   }
 
-  // The FIFO this rank sends on to `peer`: shared in this process, else mapped from the
-  // receiver's export (waiting for it through the bootstrap).
+  // The world of `peer`'s GPU in this process (joined here if the peer has not called yet).
+  DeviceWorld& worldOf(DeviceWorld& mine, int peer) {
+    const std::string& bus = comm->cudaBusIdOf(peer);
+    if (bus == comm->cudaBusIdOf(rank)) return mine;
+    auto it = peerWorlds.find(bus);
+    if (it != peerWorlds.end()) return *it->second;
+    cuda::CuDevice device = -1;
+    if (CuResult rc = api->deviceGetByPciBusId(&device, bus.c_str()); rc != cuda::kCuSuccess)
+      fail(Status::kUnhandledCudaError,
+           "cuDeviceGetByPCIBusId(" + bus + ") failed: " + cuda::resultText(api, rc));
+    std::string why;
+    std::shared_ptr<DeviceWorld> w =
+        DeviceWorld::join(*api, comm->commHash(), bus, device, comm->tuning().slots,
+                          static_cast<uint32_t>(comm->tuning().slotBytes), &why);
+    if (!w) fail(Status::kUnhandledCudaError, "GPU " + bus + ": " + why);
+    mine.reach(*w);
+    return *peerWorlds.emplace(bus, std::move(w)).first->second;
+  }
+
+  // The FIFO this rank sends on to `peer`: in its receiver's GPU memory, shared in this process
+  // (through peer access from another GPU), else mapped from the receiver's export (waiting for
+  // it through the bootstrap).
   cuda::DeviceFifo sendFifo(DeviceWorld& world, int peer, int channel) {
     cuda::DeviceFifo f;
-    if (comm->peerInThisProcess(peer)) return world.fifo(rank, peer, channel);
+    if (comm->peerInThisProcess(peer)) return worldOf(world, peer).fifo(rank, peer, channel);
     if (world.findFifo(rank, peer, channel, &f)) return f;
     transport::cuda::IpcDescriptorBytes bytes;
     comm->bootstrap().recv(peer, fifoTag(channel), bytes.data(), bytes.size());
@@ -204,10 +227,14 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
     *why = "its ranks are on several hosts";
     return nullptr;
   }
-  if (busIds.empty() || busIds[0].empty() ||
-      std::any_of(busIds.begin(), busIds.end(),
-                  [&](const std::string& b) { return b != busIds[0]; })) {
-    *why = "its ranks did not all have the same GPU current at init";
+  if (std::any_of(busIds.begin(), busIds.end(), [](const std::string& b) { return b.empty(); })) {
+    *why = "not every rank had a GPU current at init";
+    return nullptr;
+  }
+  const bool oneGpu = std::all_of(busIds.begin(), busIds.end(),
+                                  [&](const std::string& b) { return b == busIds[0]; });
+  if (!oneGpu && !comm.gpusReachEachOther()) {
+    *why = "its ranks' GPUs cannot all reach each other's memory (no peer access)";
     return nullptr;
   }
   if (comm.size() > static_cast<int>(cuda::kMaxLaunchRanks)) {
@@ -232,8 +259,13 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
     *why = "the driver lacks cuMemAlloc, cuMemFree or stream entry points";
     return nullptr;
   }
+  if (!oneGpu && (!api.deviceGetByPciBusId || !api.ctxEnablePeerAccess || !api.primaryCtxRetain ||
+                  !api.ctxSetCurrent)) {
+    *why = "the driver lacks the entry points of peer access between contexts";
+    return nullptr;
+  }
   std::shared_ptr<DeviceWorld> world =
-      DeviceWorld::join(api, comm.commHash(), device, comm.tuning().slots,
+      DeviceWorld::join(api, comm.commHash(), busIds[comm.rank()], device, comm.tuning().slots,
                         static_cast<uint32_t>(comm.tuning().slotBytes), why);
   if (!world) return nullptr;
   std::unique_ptr<DeviceKernelRank> k(new DeviceKernelRank);
@@ -268,6 +300,8 @@ std::shared_ptr<LaunchDone> DeviceKernelRank::lastLaunch() const {
 }
 
 const cuda::InterpModule& DeviceKernelRank::module() const { return world_->module(); }
+
+cuda::CuContext DeviceKernelRank::context() const { return world_->context(); }
 
 void DeviceKernelRank::abort() {
   impl_->aborted = true;
@@ -456,6 +490,8 @@ Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
           (rc = api.streamWaitEvent(stream, last->event, 0)) != cuda::kCuSuccess)
         break;
   std::shared_ptr<LaunchDone> done;
+  // The stream's GPU is its ranks' (CUDA streams belong to one device).
+  const ContextScope scope(api, round.ranks.front()->context());
   if (rc == cuda::kCuSuccess)
     rc = round.ranks.front()->module().launch(p, stream, round.ranks.front()->threads());
   if (rc == cuda::kCuSuccess && !capturing) {

@@ -79,6 +79,8 @@ class DeviceKernelRank {
   std::shared_ptr<LaunchDone> lastLaunch() const;
 
   const cuda::InterpModule& module() const;
+  // The context of the rank's GPU (its launches and set-up run there).
+  cuda::CuContext context() const;
   const cuda::DriverApi& api() const { return *api_; }
   uint32_t threads() const { return threads_; }
 

@@ -17,7 +17,7 @@ constexpr size_t kAllocAlign = 256;
 // The worlds of this process by communicator: ranks of one communicator find each other here.
 struct Registry {
   std::mutex mu;
-  std::map<uint64_t, std::weak_ptr<DeviceWorld>> worlds;
+  std::map<std::pair<uint64_t, std::string>, std::weak_ptr<DeviceWorld>> worlds;
 };
 
 Registry& registry() {
@@ -26,6 +26,16 @@ Registry& registry() {
 }
 
 }  // namespace
+
+ContextScope::ContextScope(const cuda::DriverApi& api, cuda::CuContext ctx) : api_(api) {
+  if (!ctx || !api.ctxGetCurrent || !api.ctxSetCurrent) return;
+  if (api.ctxGetCurrent(&previous_) != cuda::kCuSuccess || previous_ == ctx) return;
+  switched_ = api.ctxSetCurrent(ctx) == cuda::kCuSuccess;
+}
+
+ContextScope::~ContextScope() {
+  if (switched_) api_.ctxSetCurrent(previous_);
+}
 
 DeviceWorld::DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots, uint32_t slotBytes)
     : api_(&api), device_(device), slots_(slots), slotBytes_(slotBytes) {}
@@ -37,18 +47,31 @@ void DeviceWorld::check(CuResult rc, const char* what) const {
 }
 
 std::shared_ptr<DeviceWorld> DeviceWorld::join(const cuda::DriverApi& api, uint64_t commHash,
-                                               int device, uint32_t slots, uint32_t slotBytes,
-                                               std::string* why) {
+                                               const std::string& busId, int device, uint32_t slots,
+                                               uint32_t slotBytes, std::string* why) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (auto w = r.worlds[commHash].lock()) return w;
-  std::unique_ptr<cuda::InterpModule> module = cuda::InterpModule::load(api, why);
-  if (!module) return nullptr;
+  if (auto w = r.worlds[{commHash, busId}].lock()) return w;
   std::shared_ptr<DeviceWorld> w(new DeviceWorld(api, device, slots, slotBytes));
-  w->module_ = std::move(module);
+  if (api.primaryCtxRetain && api.primaryCtxRetain(&w->ctx_, device) == cuda::kCuSuccess)
+    w->retained_ = true;
+  else if (!api.ctxGetCurrent || api.ctxGetCurrent(&w->ctx_) != cuda::kCuSuccess)
+    w->ctx_ = nullptr;
+  const ContextScope scope(api, w->ctx_);
+  w->module_ = cuda::InterpModule::load(api, why);
+  if (!w->module_) return nullptr;
   w->check(api.streamCreate(&w->setup_, cuda::kCuStreamNonBlocking), "cuStreamCreate");
-  w->abort_ = w->hostBlock(sizeof(uint64_t));
-  r.worlds[commHash] = w;
+  // One abort word for every GPU of the communicator in this process (portable pinned memory:
+  // every context reaches it), so that a failing lane stops the ranks on the other GPUs too.
+  for (auto& [key, weak] : r.worlds)
+    if (key.first == commHash)
+      if (auto other = weak.lock()) {
+        w->abortOwner_ = other->abortOwner_ ? other->abortOwner_ : other;
+        w->abort_ = other->abort_;
+        break;
+      }
+  if (!w->abortOwner_) w->abort_ = w->hostBlock(sizeof(uint64_t));
+  r.worlds[{commHash, busId}] = w;
   return w;
 }
 
@@ -58,11 +81,28 @@ DeviceWorld::~DeviceWorld() {
               "calls on device memory: a launch did not end in time; its memory stays allocated");
     return;
   }
-  if (importer_) importer_->close();
-  for (CuDevicePtr p : allocations_) api_->memFree(p);
-  for (void* h : hostBlocks_) api_->memFreeHost(h);
-  if (staging_) api_->memFreeHost(staging_);
-  if (setup_) api_->streamDestroy(setup_);
+  {
+    const ContextScope scope(*api_, ctx_);
+    if (importer_) importer_->close();
+    for (CuDevicePtr p : allocations_) api_->memFree(p);
+    for (void* h : hostBlocks_) api_->memFreeHost(h);
+    if (staging_) api_->memFreeHost(staging_);
+    if (setup_) api_->streamDestroy(setup_);
+    module_.reset();
+  }
+  if (retained_ && api_->primaryCtxRelease) api_->primaryCtxRelease(device_);
+}
+
+void DeviceWorld::reach(const DeviceWorld& peer) {
+  if (peer.ctx_ == ctx_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (std::find(reached_.begin(), reached_.end(), peer.ctx_) != reached_.end()) return;
+  if (!api_->ctxEnablePeerAccess)
+    fail(Status::kUnhandledCudaError, "the CUDA driver lacks cuCtxEnablePeerAccess");
+  const ContextScope scope(*api_, ctx_);
+  const CuResult rc = api_->ctxEnablePeerAccess(peer.ctx_, 0);
+  if (rc != cuda::kCuErrorPeerAccessAlreadyEnabled) check(rc, "cuCtxEnablePeerAccess");
+  reached_.push_back(peer.ctx_);
 }
 
 void DeviceWorld::copyIn(CuDevicePtr dst, const void* host, size_t bytes) {
@@ -85,6 +125,7 @@ void DeviceWorld::copyIn(CuDevicePtr dst, const void* host, size_t bytes) {
 
 CuDevicePtr DeviceWorld::allocate(size_t bytes, bool zero) {
   std::lock_guard<std::mutex> lock(mu_);
+  const ContextScope scope(*api_, ctx_);
   CuDevicePtr p = 0;
   bytes = std::max<size_t>(kAllocAlign, (bytes + kAllocAlign - 1) / kAllocAlign * kAllocAlign);
   check(api_->memAlloc(&p, bytes), "cuMemAlloc");
@@ -96,12 +137,14 @@ CuDevicePtr DeviceWorld::allocate(size_t bytes, bool zero) {
 CuDevicePtr DeviceWorld::upload(const void* host, size_t bytes) {
   CuDevicePtr p = allocate(bytes, false);
   std::lock_guard<std::mutex> lock(mu_);
+  const ContextScope scope(*api_, ctx_);
   copyIn(p, host, bytes);
   return p;
 }
 
 DeviceWorld::HostBlock DeviceWorld::hostBlock(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
+  const ContextScope scope(*api_, ctx_);
   HostBlock b;
   check(api_->memHostAlloc(&b.host, bytes,
                            cuda::kCuMemHostAllocPortable | cuda::kCuMemHostAllocDeviceMap),
@@ -124,6 +167,7 @@ cuda::DeviceFifo DeviceWorld::fifo(int from, int to, int channel) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = fifos_.find({from, to, channel});
   if (it != fifos_.end()) return it->second;  // another rank made it meanwhile
+  const ContextScope scope(*api_, ctx_);
   copyIn(mem, nullptr, 2 * cuda::kFifoLine + cuda::fifoSizesBytes(slots_));
   const cuda::DeviceFifo f =
       cuda::fifoAt(reinterpret_cast<void*>(static_cast<uintptr_t>(mem)), slots_, slotBytes_);
@@ -153,6 +197,7 @@ cuda::DeviceFifo DeviceWorld::importFifo(int from, int to, int channel,
         *api_, device_, transport::cuda::IpcImporter::Options{});
   void* mem = nullptr;
   std::string why;
+  const ContextScope scope(*api_, ctx_);
   if (Status st = importer_->map(d, &mem, &why); st != Status::kSuccess)
     fail(st, "mapping the FIFO of rank " + std::to_string(to) + ": " + why);
   const cuda::DeviceFifo f = cuda::fifoAt(mem, slots_, slotBytes_);
@@ -161,14 +206,15 @@ cuda::DeviceFifo DeviceWorld::importFifo(int from, int to, int channel,
 }
 
 void DeviceWorld::raiseAbortOf(uint64_t commHash) {
-  std::shared_ptr<DeviceWorld> w;
+  std::vector<std::shared_ptr<DeviceWorld>> worlds;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.worlds.find(commHash);
-    if (it != r.worlds.end()) w = it->second.lock();
+    for (auto& [key, weak] : r.worlds)
+      if (key.first == commHash)
+        if (auto w = weak.lock()) worlds.push_back(std::move(w));
   }
-  if (w) w->raiseAbort();
+  for (auto& w : worlds) w->raiseAbort();
 }
 
 void DeviceWorld::raiseAbort() { __atomic_store_n(abortHost(), 1u, __ATOMIC_RELEASE); }

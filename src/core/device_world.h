@@ -1,9 +1,13 @@
 // What the ranks of one communicator that share a process and a GPU share on the kernel path
-// (src/core/device_kernels.h): the interpreter loaded into their context, the FIFOs between them
-// in device memory, the abort word every launch of theirs watches, and the device memory of each
-// rank's plans, counters and scratch. One per communicator and process, joined by its ranks'
-// first calls on device memory and freed when the last of them leaves.
+// (src/core/device_kernels.h): the interpreter loaded into that GPU's primary context, the FIFOs
+// these ranks receive on (a FIFO lives in its receiver's GPU memory: senders on the same GPU use
+// it directly, senders on another GPU of the process through peer access, senders in other
+// processes map it through CUDA IPC), the abort word every launch of theirs watches, and the
+// device memory of each rank's plans, counters and scratch. One per communicator, process and
+// GPU, joined by its ranks' first calls on device memory (or by a sender on another GPU) and
+// freed when the last of them leaves.
 //
+// Every driver call runs with the world's context current (and the caller's restored after).
 // Device memory is set up through a private non-blocking stream and that stream alone is
 // waited for: a copy ordered after the legacy default stream, or a free, would wait for kernels
 // that wait in turn for a launch this very thread has still to make.
@@ -24,19 +28,38 @@
 
 namespace weft::core {
 
+// Makes `ctx` current on this thread for the scope (where it is not already), as driver calls
+// that allocate, copy, map or launch act on the current context.
+class ContextScope {
+ public:
+  ContextScope(const cuda::DriverApi& api, cuda::CuContext ctx);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const cuda::DriverApi& api_;
+  cuda::CuContext previous_ = nullptr;
+  bool switched_ = false;
+};
+
 class DeviceWorld {
  public:
   // The world of communicator `commHash` in this process, made by its first rank. Null with
   // `why` where the interpreter cannot be loaded into the current context (the same answer for
   // every rank of the process). Throws weft::Error where a driver call fails.
   static std::shared_ptr<DeviceWorld> join(const cuda::DriverApi& api, uint64_t commHash,
-                                           int device, uint32_t slots, uint32_t slotBytes,
-                                           std::string* why);
+                                           const std::string& busId, int device, uint32_t slots,
+                                           uint32_t slotBytes, std::string* why);
   ~DeviceWorld();
   DeviceWorld(const DeviceWorld&) = delete;
   DeviceWorld& operator=(const DeviceWorld&) = delete;
 
   const cuda::InterpModule& module() const { return *module_; }
+  cuda::CuContext context() const { return ctx_; }
+
+  // Lets this GPU's kernels store into `peer`'s memory (once per pair). Throws weft::Error.
+  void reach(const DeviceWorld& peer);
 
   // The FIFO from rank `from` to rank `to` on `channel`, allocated here and zeroed on first use
   // (both ranks in this process, or `to`, its receiver, here and the sender elsewhere).
@@ -76,12 +99,16 @@ class DeviceWorld {
 
  private:
   DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots, uint32_t slotBytes);
+  friend class ContextScope;
   void check(cuda::CuResult rc, const char* what) const;
   // Copies `bytes` from host memory (zeroes where `host` is null) into `dst` and waits for it.
   void copyIn(cuda::CuDevicePtr dst, const void* host, size_t bytes);
 
   const cuda::DriverApi* api_;
   int device_;
+  cuda::CuContext ctx_ = nullptr;  // the GPU's primary context (retained), else the caller's
+  bool retained_ = false;
+  std::vector<cuda::CuContext> reached_;  // peers' contexts this one has peer access to
   uint32_t slots_, slotBytes_;
   std::unique_ptr<transport::cuda::IpcImporter> importer_;  // made at the first import
   std::mutex mu_;
@@ -90,6 +117,7 @@ class DeviceWorld {
   void* staging_ = nullptr;         // pinned, for the set-up copies
   size_t stagingBytes_ = 0;
   HostBlock abort_;
+  std::shared_ptr<DeviceWorld> abortOwner_;  // the world whose abort word this one shares
   std::map<std::tuple<int, int, int>, cuda::DeviceFifo> fifos_;
   std::vector<cuda::CuDevicePtr> allocations_;
   std::vector<void*> hostBlocks_;

@@ -32,6 +32,8 @@ void bindOptionalEntryPoints(void* h, DriverApi* api) {
   bindOptional(h, {"cuDeviceGetAttribute"}, &api->deviceGetAttribute);
   bindOptional(h, {"cuDeviceGetPCIBusId"}, &api->deviceGetPciBusId);
   bindOptional(h, {"cuDeviceCanAccessPeer"}, &api->deviceCanAccessPeer);
+  bindOptional(h, {"cuDeviceGetByPCIBusId"}, &api->deviceGetByPciBusId);
+  bindOptional(h, {"cuCtxEnablePeerAccess"}, &api->ctxEnablePeerAccess);
   bindOptional(h, {"cuCtxGetCurrent"}, &api->ctxGetCurrent);
   bindOptional(h, {"cuCtxSetCurrent"}, &api->ctxSetCurrent);
   bindOptional(h, {"cuCtxGetDevice"}, &api->ctxGetDevice);

@@ -125,6 +125,9 @@ struct DriverApi {
   CuResult (*deviceGetAttribute)(int* value, int attribute, CuDevice device) = nullptr;
   CuResult (*deviceGetPciBusId)(char* busId, int length, CuDevice device) = nullptr;
   CuResult (*deviceCanAccessPeer)(int* can, CuDevice device, CuDevice peer) = nullptr;
+  CuResult (*deviceGetByPciBusId)(CuDevice* device, const char* busId) = nullptr;
+  // Lets the current context reach `peer`'s memory (a kernel here stores into it).
+  CuResult (*ctxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;
   CuResult (*ctxGetCurrent)(CuContext* context) = nullptr;
   CuResult (*ctxSetCurrent)(CuContext context) = nullptr;
   CuResult (*ctxGetDevice)(CuDevice* device) = nullptr;

@@ -21,7 +21,7 @@ using weft::test::FakeDeviceBuffer;
 const bool kFakeDriver = setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1) == 0;
 
 class DeviceKernels : public ::testing::Test {
- protected:
+ public:
   void SetUp() override { ASSERT_TRUE(kFakeDriver); }
   void init(int n) {
     comms_.resize(n);
@@ -33,7 +33,17 @@ class DeviceKernels : public ::testing::Test {
     for (auto c : comms_) ncclCommDestroy(c);
     for (void* s : streams_) weftFakeStreamDestroy(s);
     unsetenv("WEFT_TIMEOUT_MS");
+    unsetenv("WEFT_FAKE_GPUS");
+    unsetenv("WEFT_FAKE_NO_PEER");
   }
+  // Ranks on the given GPUs (ncclCommInitAll's devlist).
+  void initOn(const std::vector<int>& devices) {
+    const int n = static_cast<int>(devices.size());
+    comms_.resize(n);
+    ASSERT_EQ(ncclCommInitAll(comms_.data(), n, devices.data()), ncclSuccess);
+    for (int r = 0; r < 2 * n; ++r) streams_.push_back(weftFakeStreamCreate());
+  }
+  ncclComm_t comm(int r) { return comms_[r]; }
   cudaStream_t stream(int i) { return static_cast<cudaStream_t>(streams_[i]); }
   void syncAll() {
     for (void* s : streams_) weftFakeStreamSynchronize(s);
@@ -199,6 +209,43 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, LargeDeviceCalls,
                          [](const auto& info) {
                            return std::string(*info.param ? info.param : "chosen");
                          });
+
+// Ranks of one process on two GPUs (ncclCommInitAll's devlist): where the GPUs reach each
+// other's memory the calls run in the kernel, each FIFO in its receiver's GPU memory and the
+// senders storing into it through peer access; where they do not, the calls are staged.
+void allreduceOnTwoGpus(DeviceKernels& t, bool peerAccess) {
+  setenv("WEFT_FAKE_GPUS", "2", 1);
+  if (!peerAccess) setenv("WEFT_FAKE_NO_PEER", "1", 1);
+  const int n = 4;
+  const std::vector<int> devices{0, 1, 1, 0};
+  t.initOn(devices);
+  const size_t count = 70000;
+  std::vector<std::unique_ptr<FakeDeviceBuffer<float>>> in, out;
+  for (int r = 0; r < n; ++r) {
+    in.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    out.push_back(std::make_unique<FakeDeviceBuffer<float>>(count));
+    for (size_t i = 0; i < count; ++i) in[r]->p[i] = float(r + 1) * float(i % 4);
+  }
+  const uint64_t before = weftFakeKernelLaunches();
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(
+          ncclAllReduce(in[r]->p, out[r]->p, count, ncclFloat, ncclSum, t.comm(r), t.stream(r)),
+          ncclSuccess);
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+    t.syncAll();
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r]->p[i], 10.0f * float(i % 4));
+  }
+  if (peerAccess)
+    EXPECT_GT(weftFakeKernelLaunches(), before);
+  else
+    EXPECT_EQ(weftFakeKernelLaunches(), before);
+}
+
+TEST_F(DeviceKernels, RanksOnTwoGpusWithPeerAccess) { allreduceOnTwoGpus(*this, true); }
+TEST_F(DeviceKernels, GpusWithoutPeerAccessAreStaged) { allreduceOnTwoGpus(*this, false); }
 
 TEST_F(DeviceKernels, MismatchedCallsFailInsteadOfHanging) {
   const int n = 2;

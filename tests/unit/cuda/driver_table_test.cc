@@ -102,6 +102,11 @@ static_assert(kSameCall<decltype(DriverApi::launchKernel), decltype(&cuLaunchKer
 static_assert(kSameCall<decltype(DriverApi::memsetD8Async), decltype(&cuMemsetD8Async)>);
 static_assert(kSameCall<decltype(DriverApi::memsetD8), decltype(&cuMemsetD8_v2)>);
 static_assert(kSameCall<decltype(DriverApi::streamWaitValue32), decltype(&cuStreamWaitValue32_v2)>);
+static_assert(
+    kSameCall<decltype(DriverApi::deviceGetByPciBusId), decltype(&cuDeviceGetByPCIBusId)>);
+static_assert(
+    kSameCall<decltype(DriverApi::ctxEnablePeerAccess), decltype(&cuCtxEnablePeerAccess)>);
+static_assert(kSameCall<decltype(DriverApi::deviceGetPciBusId), decltype(&cuDeviceGetPCIBusId)>);
 // The check itself tells signatures apart.
 static_assert(!kSameCall<decltype(DriverApi::memsetD8), decltype(&cuMemsetD8Async)>);
 static_assert(!kSameCall<decltype(DriverApi::moduleUnload), decltype(&cuModuleLoadData)>);

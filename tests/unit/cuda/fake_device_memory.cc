@@ -42,7 +42,7 @@ void* allocateDevice(size_t bytes) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   const auto base = reinterpret_cast<uintptr_t>(p);
-  t.byBase[base] = Allocation{base, size, t.nextId++, fd, false};
+  t.byBase[base] = Allocation{base, size, t.nextId++, fd, false, currentDevice()};
   return p;
 }
 
@@ -82,7 +82,7 @@ void* importDevice(int pid, int fd, size_t bytes) {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   const auto base = reinterpret_cast<uintptr_t>(p);
-  t.byBase[base] = Allocation{base, bytes, t.nextId++, -1, true};
+  t.byBase[base] = Allocation{base, bytes, t.nextId++, -1, true, currentDevice()};
   return p;
 }
 

@@ -39,7 +39,6 @@ constexpr CuResult kSuccess = 0;
 constexpr CuResult kInvalidValue = 1;
 constexpr CuResult kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
 constexpr CuResult kOutOfMemory = 2;
-constexpr CuResult kInvalidDevice = 101;
 constexpr CuResult kInvalidHandle = 400;
 constexpr CuResult kNotFound = 500;
 constexpr CuResult kNotReady = 600;
@@ -110,9 +109,6 @@ struct Event {
   std::chrono::steady_clock::time_point at{};
 };
 
-// The primary context's handle: any non-null value the fake recognises.
-int primaryContext;
-
 struct Graph {
   std::vector<Op> ops;
 };
@@ -173,10 +169,6 @@ FAKE_EXPORT CuResult cuDriverGetVersion(int* v) {
   *v = 13000;
   return kSuccess;
 }
-FAKE_EXPORT CuResult cuDeviceGetCount(int* n) {
-  *n = 1;
-  return kSuccess;
-}
 FAKE_EXPORT CuResult cuPointerGetAttribute(void* data, int attribute, CuDevicePtr ptr) {
   if (!isDevice(ptr)) return kInvalidValue;
   switch (attribute) {
@@ -186,9 +178,12 @@ FAKE_EXPORT CuResult cuPointerGetAttribute(void* data, int attribute, CuDevicePt
     case kAttrIsManaged:
       *static_cast<unsigned*>(data) = 0;
       return kSuccess;
-    case kAttrDeviceOrdinal:
-      *static_cast<int*>(data) = 0;
+    case kAttrDeviceOrdinal: {
+      weft::fake::Allocation a;
+      weft::fake::findDevice(static_cast<uintptr_t>(ptr), &a);
+      *static_cast<int*>(data) = a.device;
       return kSuccess;
+    }
     case kAttrBufferId: {
       weft::fake::Allocation a;
       weft::fake::findDevice(static_cast<uintptr_t>(ptr), &a);
@@ -242,22 +237,6 @@ FAKE_EXPORT CuResult cuStreamIsCapturing(void* stream, int* status) {
 }
 
 // A program's own device memory, copies, streams and events (the perf tools).
-FAKE_EXPORT CuResult cuDeviceGet(int* device, int ordinal) {
-  if (ordinal != 0) return kInvalidDevice;
-  *device = 0;
-  return kSuccess;
-}
-FAKE_EXPORT CuResult cuDevicePrimaryCtxRetain(void** context, int device) {
-  if (device != 0) return kInvalidDevice;
-  *context = &primaryContext;
-  return kSuccess;
-}
-FAKE_EXPORT CuResult cuDevicePrimaryCtxRelease_v2(int device) {
-  return device == 0 ? kSuccess : kInvalidDevice;
-}
-FAKE_EXPORT CuResult cuCtxSetCurrent(void* context) {
-  return context == nullptr || context == &primaryContext ? kSuccess : kInvalidValue;
-}
 FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes);
 FAKE_EXPORT void weftFakeDeviceFree(void* p);
 FAKE_EXPORT CuResult cuMemAlloc_v2(CuDevicePtr* ptr, size_t bytes) {
