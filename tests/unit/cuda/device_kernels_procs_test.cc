@@ -143,6 +143,8 @@ int runCollectives(const std::vector<ncclComm_t>& comms, const std::vector<int>&
 class DeviceKernelProcesses : public ::testing::TestWithParam<std::pair<int, int>> {};
 
 TEST_P(DeviceKernelProcesses, EveryCollectiveOnOneGpu) {
+  if (!weft::test::kKernelImage)
+    GTEST_SKIP() << "built without nvcc: no kernel image, calls on device memory are staged";
   const auto [procs, perProc] = GetParam();
   const std::vector<int> codes = weft::test::forkRanks(
       procs, perProc, runCollectives,

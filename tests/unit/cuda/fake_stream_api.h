@@ -21,6 +21,10 @@ uint64_t weftFakeKernelLaunches();
 
 namespace weft::test {
 
+// Whether the library under test has the interpreter's kernel image (built with nvcc): only then
+// do calls on device memory take the kernel path.
+inline constexpr bool kKernelImage = WEFT_KERNEL_IMAGE != 0;
+
 // `count` elements of T in the fake's device memory (plus one spare).
 template <class T>
 struct FakeDeviceBuffer {
