@@ -14,6 +14,7 @@
 #include "src/common/log.h"
 #include "transports/ib/progress.h"
 #include "transports/ib/registration.h"
+#include "transports/tcp/control_socket.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::ib {
@@ -28,27 +29,6 @@ constexpr uint8_t kAckTimeout = 20;
 std::atomic<void (*)(int, QpInfo*)> setupForger{nullptr};
 
 uint64_t wrId(int qp, bool recv) { return static_cast<uint64_t>(qp) << 1 | (recv ? 1 : 0); }
-
-// Writes all of `bytes` to a non-blocking socket within `timeout`; false on error or timeout.
-bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto* p = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      bytes -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pfd{fd, POLLOUT, 0};
-    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -223,39 +203,20 @@ static QpInfo makeInfo(const ConnectionParams& p, const Port& port, const std::v
 void IbConnection::sendInfo() {
   QpInfo info = makeInfo(p_, port_, qps_, psn_, recv_.mr);
   if (auto forge = setupForger.load()) forge(p_.rank, &info);
-  if (!writeAll(fd_, &info, sizeof(info), p_.timeout))
+  if (!tcp::writeAllWithin(fd_, &info, sizeof(info), p_.timeout))
     fail("could not send the queue pair numbers: " + std::string(std::strerror(errno)));
   infoSent_ = true;
 }
 
 void IbConnection::start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken) {
-  int fd = ::socket(peerAddress.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) weft::fail(Status::kSystemError, "ib: socket: " + std::string(std::strerror(errno)));
-  timeval tv{};
-  tv.tv_sec = std::max<int64_t>(1, p_.timeout.count() / 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds the blocking connect
-  if (::connect(fd, peerAddress.get(), peerAddress.length()) != 0) {
-    int err = errno;
-    ::close(fd);
-    weft::fail(Status::kRemoteError, "ib: control connection to " + peerName() + " at " +
-                                         peerAddress.toString() + ": " + std::strerror(err));
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  tcp::Engine::get().track(fd);
-  tcp::Hello h;
-  h.commHash = p_.commHash;
-  h.srcRank = p_.rank;
-  h.dstRank = p_.peer;
-  h.channel = static_cast<uint32_t>(p_.channel);
-  h.sockets = 1;
-  h.slots = p_.slots;
-  h.slotBytes = p_.slotBytes;
-  std::memcpy(h.token, peerToken, tcp::kTokenBytes);
-  uint8_t hello[tcp::kHelloBytes];
-  tcp::encodeHello(h, hello);
+  const tcp::ControlHello hello{p_.commHash, p_.rank,      p_.peer,  p_.channel,
+                                p_.slots,    p_.slotBytes, peerToken};
+  bool helloSent = false;
+  const int fd = tcp::openControlSocket(peerAddress, hello, p_.timeout,
+                                        "ib: control connection to " + peerName(), &helloSent);
   std::lock_guard<std::mutex> lock(mu_);
   fd_ = fd;
-  if (!writeAll(fd_, hello, sizeof(hello), p_.timeout)) fail("could not send the hello");
+  if (!helloSent) fail("could not send the hello");
   sendInfo();
 }
 
@@ -267,7 +228,7 @@ void IbConnection::fail(const std::string& why) {
 }
 
 void IbConnection::sendControl(char what) {
-  if (fd_ >= 0 && !writeAll(fd_, &what, 1, std::chrono::milliseconds(1000)))
+  if (fd_ >= 0 && !tcp::writeAllWithin(fd_, &what, 1, std::chrono::milliseconds(1000)))
     fail("control socket write failed");
 }
 

@@ -25,23 +25,9 @@ void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONB
 
 }  // namespace
 
-ProgressThread& ProgressThread::get() {
-  // Created once per process; a forked child gets its own (the parent's is left as it is: its
-  // lock may be held by a thread the child does not have).
-  static std::atomic<ProgressThread*> current{nullptr};
-  static std::mutex mu;
-  ProgressThread* t = current.load(std::memory_order_acquire);
-  if (t && t->pid_ == ::getpid()) return *t;
-  std::lock_guard<std::mutex> lock(mu);
-  t = current.load(std::memory_order_acquire);
-  if (!t || t->pid_ != ::getpid()) {
-    t = new ProgressThread();  // never destroyed: connections may outlive static destructors
-    current.store(t, std::memory_order_release);
-  }
-  return *t;
-}
+ProgressThread& ProgressThread::get() { return perProcess<ProgressThread>(); }
 
-ProgressThread::ProgressThread() : pid_(::getpid()) {
+ProgressThread::ProgressThread() {
   wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_ < 0)
     weft::fail(Status::kSystemError, "ib: eventfd: " + std::string(std::strerror(errno)));

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/per_process.h"
 #include "transports/ib/verbs.h"
 
 namespace weft::ib {
@@ -39,6 +40,7 @@ class ProgressThread {
   }
 
  private:
+  friend ProgressThread& ::weft::perProcess<ProgressThread>();
   ProgressThread();
   void loop();
   void drainAsyncEvents(ibv_context* context);
@@ -48,7 +50,6 @@ class ProgressThread {
   std::vector<ibv_context*> contexts_;  // devices whose async events are watched
   std::atomic<bool> held_{false};
   int wake_ = -1;  // eventfd
-  pid_t pid_ = 0;
   std::thread thread_;
 };
 

@@ -13,6 +13,7 @@
 #include "src/common/error.h"
 #include "src/common/log.h"
 #include "transports/net_plugin/plugin_progress.h"
+#include "transports/tcp/control_socket.h"
 #include "transports/tcp/wire.h"
 
 namespace weft::netplugin {
@@ -23,26 +24,6 @@ constexpr size_t kHandleMessageBytes = 8 + NCCL_NET_HANDLE_MAXSIZE;
 constexpr char kPoisoned = 'P', kGoodbye = 'B';  // 'B' is followed by the count of messages
 // The longest a closing connection waits for its messages to leave.
 constexpr std::chrono::milliseconds kDrainLimit{10000};
-
-bool writeAll(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto* p = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      p += n;
-      bytes -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    pollfd pfd{fd, POLLOUT, 0};
-    ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), 100)));
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -109,7 +90,7 @@ PluginConnection::~PluginConnection() {
     char bye[1 + sizeof(uint64_t)] = {kGoodbye};
     const uint64_t count = sent_;
     std::memcpy(bye + 1, &count, sizeof(count));
-    (void)writeAll(fd_, bye, sizeof(bye), std::chrono::milliseconds(1000));
+    (void)tcp::writeAllWithin(fd_, bye, sizeof(bye), std::chrono::milliseconds(1000));
     tcp::Engine::get().untrack(fd_);
     ::close(fd_);
   }
@@ -134,34 +115,15 @@ void PluginConnection::fail(const std::string& why) {
 
 void PluginConnection::start(const bootstrap::SocketAddress& peerAddress,
                              const uint8_t* peerToken) {
-  int fd = ::socket(peerAddress.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    weft::fail(Status::kSystemError, "net plugin: socket: " + std::string(std::strerror(errno)));
-  timeval tv{};
-  tv.tv_sec = std::max<int64_t>(1, p_.timeout.count() / 1000);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));  // bounds the blocking connect
-  if (::connect(fd, peerAddress.get(), peerAddress.length()) != 0) {
-    int err = errno;
-    ::close(fd);
-    weft::fail(Status::kRemoteError, "net plugin: control connection to " + peerName() + " at " +
-                                         peerAddress.toString() + ": " + std::strerror(err));
-  }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  tcp::Engine::get().track(fd);
-  tcp::Hello h;
-  h.commHash = p_.commHash;
-  h.srcRank = p_.rank;
-  h.dstRank = p_.peer;
-  h.channel = static_cast<uint32_t>(p_.channel);
-  h.sockets = 1;
-  h.slots = p_.slots;
-  h.slotBytes = p_.slotBytes;
-  std::memcpy(h.token, peerToken, tcp::kTokenBytes);
-  uint8_t hello[tcp::kHelloBytes];
-  tcp::encodeHello(h, hello);
+  const tcp::ControlHello hello{p_.commHash, p_.rank,      p_.peer,  p_.channel,
+                                p_.slots,    p_.slotBytes, peerToken};
+  bool helloSent = false;
+  const int fd =
+      tcp::openControlSocket(peerAddress, hello, p_.timeout,
+                             "net plugin: control connection to " + peerName(), &helloSent);
   std::lock_guard<std::mutex> lock(mu_);
   fd_ = fd;
-  if (!writeAll(fd_, hello, sizeof(hello), p_.timeout)) fail("could not send the hello");
+  if (!helloSent) fail("could not send the hello");
   sendHandle();
 }
 
@@ -175,7 +137,7 @@ void PluginConnection::awaitPeer(std::shared_ptr<ControlDrop> drop) {
 
 void PluginConnection::sendHandle() {
   if (handleSent_ || fd_ < 0) return;
-  if (!writeAll(fd_, myHandle_, kHandleMessageBytes, p_.timeout))
+  if (!tcp::writeAllWithin(fd_, myHandle_, kHandleMessageBytes, p_.timeout))
     fail("could not send the listen handle: " + std::string(std::strerror(errno)));
   handleSent_ = true;
 }
@@ -396,7 +358,7 @@ void PluginConnection::poison() {
   if (poisoned_.exchange(true)) return;
   if (fd_ >= 0) {
     char p = kPoisoned;
-    (void)writeAll(fd_, &p, 1, std::chrono::milliseconds(1000));
+    (void)tcp::writeAllWithin(fd_, &p, 1, std::chrono::milliseconds(1000));
   }
 }
 

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/per_process.h"
+
 namespace weft::netplugin {
 
 class PluginConnection;
@@ -28,13 +30,13 @@ class ProgressThread {
   void wake();
 
  private:
+  friend ProgressThread& ::weft::perProcess<ProgressThread>();
   ProgressThread();
   void loop();
 
   std::mutex mu_;  // guards the list; held during a pass over the connections
   std::vector<PluginConnection*> conns_;
   int wake_ = -1;  // eventfd
-  pid_t pid_ = 0;
   std::thread thread_;
 };
 
