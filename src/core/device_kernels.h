@@ -1,15 +1,17 @@
-// Calls on device memory among ranks that all use one GPU (threads of one process, or processes
-// of one host): run by the device interpreter's kernel (src/cuda/device_interp.h) on the
-// caller's stream, reading and writing the user's buffers in place, with FIFOs between the ranks
-// in that GPU's memory. No host thread takes part once the launch is queued, so the call costs
-// what the kernel costs. A FIFO between processes lives in its receiver's memory; the receiver
-// exports it through the bootstrap the first time a plan uses it (CUDA IPC,
-// transports/cuda/ipc.h) and the sender maps it.
+// Calls on device memory among ranks of one host that all use one GPU (threads of one process,
+// or processes), or GPUs that all reach each other's memory (peer access): run by the device
+// interpreter's kernel (src/cuda/device_interp.h) on the caller's stream, reading and writing
+// the user's buffers in place, with FIFOs between the ranks in GPU memory. No host thread takes
+// part once the launch is queued, so the call costs what the kernel costs. A FIFO lives in its
+// receiver's GPU memory (src/core/device_world.h): a sender on another GPU of the process stores
+// into it through peer access; for a sender in another process the receiver exports it through
+// the bootstrap the first time a plan uses it (CUDA IPC, transports/cuda/ipc.h) and the sender
+// maps it.
 //
 // Every rank of such a communicator takes this path for every call on device memory, decided at
-// the first one from what init exchanged (host, current GPU): ranks never mix it with the staged
-// path (src/core/device_calls.h), whose messages would never meet theirs. A launch captured into
-// a CUDA graph replays as the next call of its ranks: the run count that orders the lanes'
+// the first one from what init exchanged (host, GPUs, peer access): ranks never mix it with the
+// staged path (src/core/device_calls.h), whose messages would never meet theirs. A launch captured
+// into a CUDA graph replays as the next call of its ranks: the run count that orders the lanes'
 // counters lives in device memory.
 //
 // A launch carries the calls of up to cuda::kMaxLaunchRanks ranks that share a stream (a group
@@ -17,8 +19,8 @@
 // kernel of one rank waiting for a later kernel of its peer on the same stream would never end.
 //
 // Failures: a lane that times out (the communicator's timeout), finds a mismatched call or sees
-// the abort raises the GPU's abort word for every rank of the communicator and records why in its
-// rank's status (pinned host memory); the communicator reads it as its asynchronous error.
+// the abort raises the abort word of every rank of the communicator in its process and records why
+// in its rank's status (pinned host memory); the communicator reads it as its asynchronous error.
 // ncclCommAbort raises the same word. Destroy waits, within the timeout, for the rank's launches
 // to finish before it frees their memory; memory a launch that never finished may still use is
 // left allocated.
