@@ -22,7 +22,7 @@ targets=(collectives_test bootstrap_test transport_conformance_test tcp_wire_tes
          shared_copy_test transport_choice_test host_stream_test lower_test api_errors_test
          repeated_calls_test straight_calls_test fan_broadcast_test landed_allreduce_test
          timeout_message_test rendezvous_threshold_test scratch_pool_test device_calls_test
-         device_interp_test)
+         device_interp_test interp_launch_test)
 cmake --build build-tsan -j "$(nproc)" --target "${targets[@]}"
 # halt_on_error: the first report fails the suite with its stacks on screen.
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$PWD/tests/sanitizers/tsan.supp"
@@ -57,5 +57,8 @@ suite ./tests/unit/core/landed_allreduce_test
 # interpreter run on host threads.
 suite ./tests/unit/cuda/device_calls_test
 suite ./tests/unit/cuda/device_interp_test
+# The interpreter launched through the driver table, several ranks per launch, on the fake
+# driver's stream threads (this build has no kernel image: the test hands the fake its own).
+suite ./tests/unit/cuda/interp_launch_test
 # Every algorithm at sizes that cover one, two and more neighbours, odd and even.
 suite ./tests/unit/core/collectives_test --gtest_filter='*n2_*:*n3_*:*n4_*:*n5_*:*n8_*'
