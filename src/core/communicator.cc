@@ -501,26 +501,16 @@ void Communicator::awaitPeersOutOfMemory(std::chrono::milliseconds timeout) {
 
 void Communicator::abort() {
   aborted_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(deviceMu_);
-    if (deviceKernels_)
-      deviceKernels_->abort();
-    else
-      DeviceWorld::raiseAbortOf(commHash_);
-  }
+  // Ends this rank's launches and its peers' in this process, even if it never called itself.
+  DeviceWorld::raiseAbortOf(commHash_);
   if (boot_) boot_->abort();
   announceFailure(rank_);
 }
 
 void Communicator::abortDataPath() {
   aborted_.store(true);
-  {
-    std::lock_guard<std::mutex> lock(deviceMu_);
-    if (deviceKernels_)
-      deviceKernels_->abort();
-    else
-      DeviceWorld::raiseAbortOf(commHash_);
-  }
+  // Ends this rank's launches and its peers' in this process, even if it never called itself.
+  DeviceWorld::raiseAbortOf(commHash_);
   announceFailure(rank_);
 }
 

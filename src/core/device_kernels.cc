@@ -91,7 +91,6 @@ struct DeviceKernelRank::Impl {
   CuDevicePtr scratch = 0;
   size_t scratchBytes = 0;
   DeviceWorld::HostBlock status;
-  bool aborted = false;
 
   std::vector<std::shared_ptr<LaunchDone>> pending;
 
@@ -303,11 +302,6 @@ const cuda::InterpModule& DeviceKernelRank::module() const { return world_->modu
 
 cuda::CuContext DeviceKernelRank::context() const { return world_->context(); }
 
-void DeviceKernelRank::abort() {
-  impl_->aborted = true;
-  world_->raiseAbort();
-}
-
 Status DeviceKernelRank::failure(std::string* why) const {
   auto* s = static_cast<cuda::DeviceStatus*>(impl_->status.host);
   if (__atomic_load_n(&s->error, __ATOMIC_ACQUIRE) == 0) return Status::kSuccess;
@@ -330,8 +324,12 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
   try {
     Unit u;
     if (calls.front().coll == plan::Collective::kSendRecv) {
-      exec::Work w = comm.p2pWork(calls);
-      if (w.buffers.size() > cuda::kMaxDeviceBuffers) {
+      // Buffer ids as p2pWork numbers them: Extra + i is call i's buffer.
+      u.buffers = {nullptr, nullptr, nullptr};
+      for (const Call& c : calls)
+        u.buffers.push_back(c.isSend ? const_cast<char*>(static_cast<const char*>(c.send))
+                                     : static_cast<char*>(c.recv));
+      if (u.buffers.size() > cuda::kMaxDeviceBuffers) {
         *why = "a group of more than " + std::to_string(cuda::kMaxDeviceBuffers - 3) +
                " sends and receives on device memory per rank";
         return Status::kInvalidUsage;
@@ -340,10 +338,13 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
       for (const Call& c : calls)
         u.key += (c.isSend ? ":s" : ":r") + std::to_string(c.root) + "." +
                  std::to_string(c.count * dataTypeSize(c.type));
-      u.plan = w.plan;
-      u.program = w.program;
       u.call = cuda::DeviceCall{DataType::kUint8, RedOp::kSum, Scalar{}, m.slotBytes};
-      u.buffers = w.buffers;
+      // The program only where this group's shape was never lowered.
+      if (!m.blobs.count(u.key) && !m.lowered.count(u.key)) {
+        exec::Work w = comm.p2pWork(calls);
+        u.plan = w.plan;
+        u.program = w.program;
+      }
     } else {
       const Call& c = calls.front();
       u.plan = comm.planForDevice(c);

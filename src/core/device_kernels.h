@@ -86,8 +86,6 @@ class DeviceKernelRank {
   const cuda::DriverApi& api() const { return *api_; }
   uint32_t threads() const { return threads_; }
 
-  // Raises the abort word of every rank of the communicator on this GPU.
-  void abort();
   // The first failure a launch of this rank recorded: kSuccess, or an error with `why` set.
   Status failure(std::string* why) const;
 

@@ -209,10 +209,8 @@ void IbConnection::sendInfo() {
 }
 
 void IbConnection::start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken) {
-  const tcp::ControlHello hello{p_.commHash, p_.rank,      p_.peer,  p_.channel,
-                                p_.slots,    p_.slotBytes, peerToken};
   bool helloSent = false;
-  const int fd = tcp::openControlSocket(peerAddress, hello, p_.timeout,
+  const int fd = tcp::openControlSocket(peerAddress, p_, peerToken, p_.timeout,
                                         "ib: control connection to " + peerName(), &helloSent);
   std::lock_guard<std::mutex> lock(mu_);
   fd_ = fd;

@@ -33,17 +33,12 @@
 #include "transports/ib/devices.h"
 #include "transports/ib/mr_cache.h"
 #include "transports/ib/wire.h"
+#include "transports/tcp/control_socket.h"
 #include "transports/tcp/engine.h"
 
 namespace weft::ib {
 
-struct ConnectionParams {
-  uint64_t commHash = 0;
-  int rank = 0;
-  int peer = 0;
-  int channel = 0;
-  uint32_t slots = 4;
-  size_t slotBytes = 0;
+struct ConnectionParams : tcp::ControlParams {
   int qps = 1;
   std::chrono::milliseconds timeout{0};
   Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something

@@ -32,17 +32,12 @@
 #include "src/common/doorbell.h"
 #include "transports/base/connection.h"
 #include "transports/net_plugin/loader.h"
+#include "transports/tcp/control_socket.h"
 #include "transports/tcp/engine.h"
 
 namespace weft::netplugin {
 
-struct PluginConnectionParams {
-  uint64_t commHash = 0;
-  int rank = 0;
-  int peer = 0;
-  int channel = 0;
-  uint32_t slots = 4;
-  size_t slotBytes = 0;
+struct PluginConnectionParams : tcp::ControlParams {
   int device = 0;
   std::chrono::milliseconds timeout{30000};
   Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something

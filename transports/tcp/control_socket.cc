@@ -35,8 +35,9 @@ bool writeAllWithin(int fd, const void* data, size_t bytes, std::chrono::millise
   return true;
 }
 
-int openControlSocket(const bootstrap::SocketAddress& address, const ControlHello& hello,
-                      std::chrono::milliseconds timeout, const std::string& who, bool* helloSent) {
+int openControlSocket(const bootstrap::SocketAddress& address, const ControlParams& params,
+                      const uint8_t* token, std::chrono::milliseconds timeout,
+                      const std::string& who, bool* helloSent) {
   const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(Status::kSystemError, who + ": socket: " + std::strerror(errno));
   timeval tv{};
@@ -50,14 +51,14 @@ int openControlSocket(const bootstrap::SocketAddress& address, const ControlHell
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   Engine::get().track(fd);
   Hello h;
-  h.commHash = hello.commHash;
-  h.srcRank = hello.rank;
-  h.dstRank = hello.peer;
-  h.channel = static_cast<uint32_t>(hello.channel);
+  h.commHash = params.commHash;
+  h.srcRank = params.rank;
+  h.dstRank = params.peer;
+  h.channel = static_cast<uint32_t>(params.channel);
   h.sockets = 1;
-  h.slots = hello.slots;
-  h.slotBytes = hello.slotBytes;
-  std::memcpy(h.token, hello.token, kTokenBytes);
+  h.slots = params.slots;
+  h.slotBytes = params.slotBytes;
+  std::memcpy(h.token, token, kTokenBytes);
   uint8_t bytes[kHelloBytes];
   encodeHello(h, bytes);
   *helloSent = writeAllWithin(fd, bytes, sizeof(bytes), timeout);

@@ -13,24 +13,27 @@
 
 namespace weft::tcp {
 
-// What the connecting side's hello says.
-struct ControlHello {
+// Who a control connection joins, as its hello names it: what the transports that set up over a
+// tcp endpoint (ib::ConnectionParams, netplugin::PluginConnectionParams) start their
+// parameters with.
+struct ControlParams {
   uint64_t commHash = 0;
   int rank = 0;
   int peer = 0;
   int channel = 0;
-  uint32_t slots = 0;
+  uint32_t slots = 4;
   size_t slotBytes = 0;
-  const uint8_t* token = nullptr;  // the peer's endpoint token (kTokenBytes)
 };
 
 // Connects to `address` (the connect bounded by `timeout`), makes the socket non-blocking and
-// tracked (closed in a forked child) and sends the hello within `timeout`. Returns the socket,
+// tracked (closed in a forked child) and sends the hello of `params` with the peer endpoint's
+// `token` (kTokenBytes) within `timeout`. Returns the socket,
 // with *helloSent false where the hello could not be sent (the caller fails its connection);
 // throws weft::Error naming `who` (e.g. "ib: control connection to rank 3 (...)") where the
 // socket cannot be made or connected.
-int openControlSocket(const bootstrap::SocketAddress& address, const ControlHello& hello,
-                      std::chrono::milliseconds timeout, const std::string& who, bool* helloSent);
+int openControlSocket(const bootstrap::SocketAddress& address, const ControlParams& params,
+                      const uint8_t* token, std::chrono::milliseconds timeout,
+                      const std::string& who, bool* helloSent);
 
 // Writes all of `bytes` to a non-blocking socket within `timeout`; false on error or timeout.
 bool writeAllWithin(int fd, const void* data, size_t bytes, std::chrono::milliseconds timeout);
