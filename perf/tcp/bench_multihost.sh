@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The TCP / multi-host benchmark of perf/README.md, everything in one run so the ratios compare
-# numbers taken side by side:
+# The TCP / multi-host benchmark (perf/results/2026-11-22-tcp-multi-host.md), everything in one
+# run so the ratios compare numbers taken side by side:
 #   A. two network-namespace hosts whose links are shaped to RATE (default 1gbit), HOSTRANKS ranks
 #      each (default 3): Weft's allreduce (the selector's choice, and the flat ring), Gloo's
 #      allreduce algorithms, and iperf3 both ways on the same link;

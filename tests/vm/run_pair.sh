@@ -38,8 +38,19 @@ vmdir=$(cd "$vmdir" && pwd)
 script=$(cd "$(dirname "$script")" && pwd)/$(basename "$script")
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
-case $work in /tmp/*) echo "vm: WORKDIR must not be under /tmp (the guests mount a tmpfs there)" >&2
-                      exit 1 ;; esac
+# The guests' /tmp is a tmpfs of their own: host folders under /tmp that the run reads (the
+# checkout, the build tree, WORKDIR, the script and binary arguments) are bound back in at their
+# host paths (guest_init's weft.keep), one entry per top-level folder of /tmp.
+keep=()
+for path in "$(cd "$here/../.." && pwd)" "$work" "$script" "$@"; do
+  case $path in /tmp/?*) [ -e "$path" ] || continue ;; *) continue ;; esac
+  top=/tmp/$(echo "${path#/tmp/}" | cut -d/ -f1)
+  case $top in *[[:space:],]*) echo "vm: cannot share $top with the guests (a space or comma in its name)" >&2
+                               exit 1 ;; esac
+  case " ${keep[*]-} " in *" $top "*) ;; *) keep+=("$top") ;; esac
+done
+keeparg=
+[ ${#keep[@]} -gt 0 ] && keeparg=" weft.keep=$(IFS=,; echo "${keep[*]}")"
 # Unix socket paths are short-lived and must fit sun_path.
 sockdir=$(mktemp -d /tmp/weft-vm.XXXXXX)
 trap 'rm -rf "$sockdir"' EXIT
@@ -76,7 +87,7 @@ RUN
     nice -n 10 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
       -accel tcg,thread=multi,tb-size=256 -cpu max -m "$mem" -smp "$cpus" \
       -nographic -no-reboot -kernel "$vmdir/vmlinuz" -initrd "$vmdir/initrd.gz" \
-      -append "console=ttyS0 quiet panic=-1 rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24" \
+      -append "console=ttyS0 quiet panic=-1 rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24$keeparg" \
       -netdev "$netdev" \
       -device virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:12:34:$((56 + i)) \
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
