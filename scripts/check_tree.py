@@ -10,6 +10,10 @@ found one (2 on a usage error). Checks:
   env_reads       getenv / env::get* / env::isSet only in the files of ENV_READERS
   transport_base  transports/base/ holds interfaces: no .cc other than TRANSPORT_BASE_SOURCES
   clang_format    every tracked .cc / .h under FORMAT_DIRS is formatted per .clang-format
+  tuning_source   Tuning::fromEnvironment() is called in one place of the library, TUNING_SOURCE
+                  (init); everything else takes the Tuning it is given
+  core_parts      the communicator's own file includes nothing of the parts it owns (CUDA,
+                  device work, the synthesizer): COMMUNICATOR_FORBIDDEN
 
 Usage: scripts/check_tree.py [--root DIR] [CHECK ...]   (no CHECK: all of them)
 Python 3 standard library only; the files are the ones git tracks (every file when DIR is not a
@@ -62,6 +66,18 @@ MAX_LINES = 600
 FORMAT_DIRS = ["include", "src", "transports", "algorithms", "synth", "perf", "tests", "trainers"]
 
 SOURCE_SUFFIXES = (".cc", ".h", ".c", ".cu", ".cuh", ".inc", ".hpp", ".cpp")
+
+# tuning_source: the one file of the library (ENV_DIRS) that calls Tuning::fromEnvironment(),
+# besides tuning.{h,cc} themselves: communicator init reads the environment once and passes the
+# Tuning down; defaults are never read from the environment anywhere else.
+TUNING_SOURCE = "src/core/communicator.cc"
+
+# core_parts: include prefixes src/core/communicator.cc may not use. A communicator owns its parts
+# (plan making, device work) through their own modules; it does not build fabrics, simulate plans
+# or touch CUDA itself.
+COMMUNICATOR = "src/core/communicator.cc"
+COMMUNICATOR_FORBIDDEN = ["src/cuda/", "transports/cuda/", "synth/", "src/core/device_",
+                          "src/core/rank_gpu"]
 
 # ------------------------------------------------------------------------------------------------
 
@@ -251,6 +267,39 @@ def check_transport_base(tree):
     return problems
 
 
+# --- tuning_source ----------------------------------------------------------------------------
+
+FROM_ENV_CALL_RE = re.compile(r"\bTuning::fromEnvironment\s*\(")
+
+
+def check_tuning_source(tree):
+    problems = []
+    own = {"src/common/tuning.h", "src/common/tuning.cc"}
+    for f in tree.sources(ENV_DIRS):
+        if f in own or f == TUNING_SOURCE:
+            continue
+        for number, line in enumerate(tree.lines(f), 1):
+            if FROM_ENV_CALL_RE.search(code_part(line)):
+                problems.append(f"{f}:{number}: calls Tuning::fromEnvironment() (only "
+                                f"{TUNING_SOURCE} may, at init; take the Tuning given instead)")
+    return problems
+
+
+# --- core_parts -------------------------------------------------------------------------------
+
+def check_core_parts(tree):
+    problems = []
+    if COMMUNICATOR not in tree.file_set:
+        return [f"{COMMUNICATOR}:1: missing (scripts/check_tree.py COMMUNICATOR names it)"]
+    for number, line in enumerate(tree.lines(COMMUNICATOR), 1):
+        m = INCLUDE_RE.match(line)
+        if m and any(m.group(1).startswith(prefix) for prefix in COMMUNICATOR_FORBIDDEN):
+            problems.append(f"{COMMUNICATOR}:{number}: includes {m.group(1)}: the communicator "
+                            "reaches CUDA, device work and synthesis only through the parts it "
+                            "owns")
+    return problems
+
+
 # --- clang_format -----------------------------------------------------------------------------
 
 FORMAT_ERROR_RE = re.compile(r"^(.+?):(\d+):\d+: (?:error|warning): code should be clang-formatted")
@@ -290,6 +339,8 @@ CHECKS = {
     "env_reads": check_env_reads,
     "transport_base": check_transport_base,
     "clang_format": check_clang_format,
+    "tuning_source": check_tuning_source,
+    "core_parts": check_core_parts,
 }
 
 
