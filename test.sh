@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 # The labels a default run leaves out: `vm` boots QEMU guests under software emulation (minutes
-# each), `slow` marks suites of minutes on their own (the nccl-tests build against an install,
-# fuzzing for a fixed time).
+# each); `slow` marks the longest runs of suites whose shorter cases run by default (the soak,
+# the largest network-namespace layouts, the longest reliability loops, the nccl-tests build
+# against an install).
 LONG_LABELS="vm|slow"
 all=0
 if [ "${1:-}" = --all ]; then

@@ -7,6 +7,8 @@
 # emulation is unreliable. (qemu 7.2's newer "stream" netdev stalled for good mid-run.)
 # The host's root is the guests' root (read-only 9p), so SCRIPT and the binaries it starts are
 # host paths; each guest's /tmp/work is WORKDIR/guestI on the host (writable).
+# The guest kernel skips its boot-time timer check (no_timer_check): under emulation on a busy
+# host that check finds the timer too slow and panics ("IO-APIC + timer doesn't work").
 #
 # Usage: run_pair.sh VMDIR WORKDIR SCRIPT [ARGS...]
 #   VMDIR    where prepare.sh put vmlinuz and initrd.gz (it is run first)
@@ -87,7 +89,7 @@ RUN
     nice -n 10 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
       -accel tcg,thread=multi,tb-size=256 -cpu max -m "$mem" -smp "$cpus" \
       -nographic -no-reboot -kernel "$vmdir/vmlinuz" -initrd "$vmdir/initrd.gz" \
-      -append "console=ttyS0 quiet panic=-1 rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24$keeparg" \
+      -append "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init weft.index=$i weft.ip=198.18.0.$((i + 1))/24$keeparg" \
       -netdev "$netdev" \
       -device virtio-net-pci,netdev=n0,romfile=,mac=52:54:00:12:34:$((56 + i)) \
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap,id=hostroot \
