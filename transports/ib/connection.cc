@@ -12,10 +12,7 @@
 #include <cstring>
 
 #include "src/common/log.h"
-#include "transports/ib/progress.h"
 #include "transports/ib/registration.h"
-#include "transports/tcp/control_socket.h"
-#include "transports/tcp/wire.h"
 
 namespace weft::ib {
 namespace {
@@ -34,33 +31,14 @@ uint64_t wrId(int qp, bool recv) { return static_cast<uint64_t>(qp) << 1 | (recv
 
 void setSetupForgerForTesting(void (*forge)(int, QpInfo*)) { setupForger.store(forge); }
 
-SocketDrop::~SocketDrop() {
-  if (fd_ >= 0) {
-    tcp::Engine::get().untrack(fd_);
-    ::close(fd_);
-  }
-}
-
-void SocketDrop::attach(const tcp::Hello&, int fd) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ >= 0) {  // the peer opens one control socket per connection
-    tcp::Engine::get().untrack(fd);
-    ::close(fd);
-    return;
-  }
-  fd_ = fd;
-  ProgressThread::get().wake();  // the connection takes it on the progress thread
-}
-
-int SocketDrop::take() {
-  std::lock_guard<std::mutex> lock(mu_);
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 IbConnection::IbConnection(const ConnectionParams& p, const Port& port)
-    : p_(p), port_(port), v_(verbs()) {
+    : remote::ControlConnection(p,
+                                {"ib", "ib " + port.device + ":" + std::to_string(port.port),
+                                 sizeof(QpInfo), "the queue pair numbers", 0},
+                                ProgressThread::get()),
+      p_(p),
+      port_(port),
+      v_(verbs()) {
   if (!v_) weft::fail(Status::kSystemError, "ib: libibverbs is not loaded");
   if (p_.slots == 0 || p_.slots > kMaxSlots || p_.slotBytes == 0 || p_.slotBytes > kMaxSlotBytes)
     weft::fail(Status::kInvalidArgument, "ib: unusable FIFO of " + std::to_string(p_.slots) +
@@ -76,26 +54,12 @@ IbConnection::IbConnection(const ConnectionParams& p, const Port& port)
   registerBuffer(&send_, IBV_ACCESS_LOCAL_WRITE);
   registerBuffer(&recv_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   setupQueues();
-  setupDeadline_ = std::chrono::steady_clock::now() + p_.timeout;
-  ProgressThread::get().add(this);
-}
-
-void IbConnection::awaitPeer(std::shared_ptr<SocketDrop> drop) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    drop_ = std::move(drop);
-  }
-  ProgressThread::get().wake();
+  joinProgressThread();
 }
 
 IbConnection::~IbConnection() {
-  ProgressThread::get().remove(this);
-  if (fd_ >= 0) {
-    char bye = kGoodbye;
-    (void)::send(fd_, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    tcp::Engine::get().untrack(fd_);
-    ::close(fd_);
-  }
+  leaveProgressThread();
+  closeControl(0, std::chrono::milliseconds(0));  // a goodbye if the socket takes it at once
   for (ibv_qp* qp : qps_) v_->destroyQp(qp);
   // No write is in flight any more: the user memory held for them is free.
   for (uint64_t seq = completed_; seq < posted_; ++seq)
@@ -107,11 +71,6 @@ IbConnection::~IbConnection() {
     if (b->mr) v_->deregMr(b->mr);
     std::free(b->base);
   }
-}
-
-std::string IbConnection::peerName() const {
-  return "rank " + std::to_string(p_.peer) + " (ib " + port_.device + ":" +
-         std::to_string(port_.port) + ", channel " + std::to_string(p_.channel) + ")";
 }
 
 void IbConnection::registerBuffer(Buffer* b, int access) {
@@ -200,55 +159,30 @@ static QpInfo makeInfo(const ConnectionParams& p, const Port& port, const std::v
   return info;
 }
 
-void IbConnection::sendInfo() {
+std::vector<uint8_t> IbConnection::ownSetup() {
   QpInfo info = makeInfo(p_, port_, qps_, psn_, recv_.mr);
   if (auto forge = setupForger.load()) forge(p_.rank, &info);
-  if (!tcp::writeAllWithin(fd_, &info, sizeof(info), p_.timeout))
-    fail("could not send the queue pair numbers: " + std::string(std::strerror(errno)));
-  infoSent_ = true;
+  std::vector<uint8_t> message(sizeof(info));
+  std::memcpy(message.data(), &info, sizeof(info));
+  return message;
 }
 
-void IbConnection::start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken) {
-  bool helloSent = false;
-  const int fd = tcp::openControlSocket(peerAddress, p_, peerToken, p_.timeout,
-                                        "ib: control connection to " + peerName(), &helloSent);
-  std::lock_guard<std::mutex> lock(mu_);
-  fd_ = fd;
-  if (!helloSent) fail("could not send the hello");
-  sendInfo();
-}
-
-void IbConnection::fail(const std::string& why) {
-  if (failed_.exchange(true)) return;
-  error_ = "ib: " + peerName() + ": " + why;
-  ++events_;
-  WEFT_WARN(NET, "%s", error_.c_str());
-}
-
-void IbConnection::sendControl(char what) {
-  if (fd_ >= 0 && !tcp::writeAllWithin(fd_, &what, 1, std::chrono::milliseconds(1000)))
-    fail("control socket write failed");
-}
-
-bool IbConnection::readPeerInfo() {
-  while (peerInfoGot_ < sizeof(QpInfo)) {
-    ssize_t n =
-        ::recv(fd_, peerInfoBytes_ + peerInfoGot_, sizeof(QpInfo) - peerInfoGot_, MSG_DONTWAIT);
-    if (n > 0) {
-      peerInfoGot_ += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0)
-      fail("closed the control connection during setup (process exited?)");
-    else if (errno != EAGAIN && errno != EINTR)
-      fail("control connection: " + std::string(std::strerror(errno)));
-    return false;
-  }
-  std::memcpy(&peer_, peerInfoBytes_, sizeof(peer_));
+bool IbConnection::onPeerSetup(const uint8_t* message) {
+  std::memcpy(&peer_, message, sizeof(peer_));
   const std::string bad = checkPeerInfo(
       peer_, {static_cast<uint32_t>(qps_.size()), p_.slots, p_.slotBytes, port_.ethernet});
-  if (!bad.empty()) fail(bad);
+  if (!bad.empty()) {
+    fail(bad);
+    return false;
+  }
+  connectQps();
   return !failed_.load();
+}
+
+bool IbConnection::onControlByte(char c) {
+  if (controlByte(c) != kReady) return false;
+  peerReady_ = true;
+  return true;
 }
 
 void IbConnection::connectQps() {
@@ -292,39 +226,7 @@ void IbConnection::connectQps() {
   }
   connected_ = true;
   ++events_;
-  sendControl(kReady);
-}
-
-void IbConnection::pollSocket() {
-  char buf[64];
-  for (;;) {
-    ssize_t n = ::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n > 0) {
-      ++events_;
-      for (ssize_t i = 0; i < n; ++i) {
-        switch (controlByte(buf[i])) {
-          case kReady:
-            peerReady_ = true;
-            break;
-          case kPoisoned:
-            poisoned_.store(true, std::memory_order_release);
-            break;
-          case kGoodbye:
-            peerEnded_.store(true, std::memory_order_release);
-            break;
-          default:
-            fail("sent a garbage control byte");
-            return;
-        }
-      }
-      continue;
-    }
-    if (n == 0 && !peerEnded_.load())
-      fail("closed its connection (process exited?)");
-    else if (n < 0 && errno != EAGAIN && errno != EINTR)
-      fail("control connection: " + std::string(std::strerror(errno)));
-    return;
-  }
+  if (!sendControlByte(kReady)) fail("control socket write failed");
 }
 
 void IbConnection::onCompletion(const ibv_wc& wc) {
@@ -394,23 +296,12 @@ void IbConnection::onCompletion(const ibv_wc& wc) {
 
 bool IbConnection::progress() {
   if (failed_.load(std::memory_order_relaxed)) return false;
-  if (fd_ < 0 && drop_) {
-    fd_ = drop_->take();
-    if (fd_ >= 0) sendInfo();
-  }
-  if (!connected_ || !peerReady_) {
-    if (std::chrono::steady_clock::now() > setupDeadline_) {
-      fail("did not complete the connection setup within " + std::to_string(p_.timeout.count()) +
-           " ms (is the peer alive?)");
-      return false;
-    }
-  }
-  if (fd_ < 0) return true;
-  if (!connected_) {
-    if (!readPeerInfo()) return !failed_.load();
-    connectQps();
-  }
-  pollSocket();
+  const bool haveSocket = takeControlSocket();
+  if ((!connected_ || !peerReady_) && failIfSetupLate()) return false;
+  if (!haveSocket) return true;
+  // The peer's QpInfo first (onPeerSetup connects the queue pairs), then control bytes.
+  readControl();
+  if (!connected_) return !failed_.load();
   ibv_wc wc[16];
   for (;;) {
     int n = ibv_poll_cq(cq_, 16, wc);
@@ -497,36 +388,6 @@ void IbConnection::release() {
   ++received_;
   creditPending_ = true;
   flushCredit();
-}
-
-Status IbConnection::health(std::string* why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  progress();
-  if (failed_.load()) {
-    *why = error_;
-    return Status::kRemoteError;
-  }
-  if (poisoned_.load()) {
-    *why = "ib: " + peerName() + " poisoned the connection";
-    return Status::kRemoteError;
-  }
-  return Status::kSuccess;
-}
-
-bool IbConnection::poisoned() const {
-  if (poisoned_.load(std::memory_order_acquire)) return true;
-  // The peer's poison arrives on the control socket: read it now rather than wait for the
-  // progress thread's next turn. Only once the peer's queue-pair info has been read: before
-  // that, the bytes on the socket are that info, not control bytes.
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (lock.owns_lock() && fd_ >= 0 && connected_) const_cast<IbConnection*>(this)->pollSocket();
-  return poisoned_.load(std::memory_order_acquire);
-}
-
-void IbConnection::poison() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.exchange(true)) return;
-  sendControl(kPoisoned);
 }
 
 }  // namespace weft::ib

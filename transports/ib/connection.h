@@ -6,11 +6,12 @@
 // sequence) that the receiver checks before it hands the data over; the immediate names the slot
 // and the number of parts. Releasing a slot returns a credit: a zero-byte SEND WITH IMMEDIATE
 // carrying the count of released slots. Queue pair numbers, GIDs and the receive FIFO's address
-// and rkey travel over a tcp socket from the tcp engine; the socket stays open so that a peer
-// that dies (the socket closes) is seen at once, and carries "poisoned" and "goodbye" bytes.
-// The process's progress thread (progress.h) drives every connection in the background, and the
-// executor's calls drive it too; a mutex serialises the two. Messages written before the setup
-// finished wait in their send slots and go out once the queue pairs are connected.
+// and rkey travel as the setup message over the control socket (transports/remote/
+// control_connection.h: the skeleton of the connection, poisoning and goodbye included), which
+// also carries kReady once this side's queue pairs are connected. The process's ib progress
+// thread (progress.h) drives every connection in the background, and the executor's calls drive
+// it too; a mutex serialises the two. Messages written before the setup finished wait in their
+// send slots and go out once the queue pairs are connected.
 //
 // Beyond slots (capabilities.h): a message may be sent by reference, written from the caller's
 // buffer (registered on first use through the protection domain's cache, mr_cache.h) instead of
@@ -26,22 +27,19 @@
 #include <string>
 #include <vector>
 
-#include "src/common/doorbell.h"
 #include "transports/base/capabilities.h"
 #include "transports/base/connection.h"
 #include "transports/base/registration.h"
 #include "transports/ib/devices.h"
 #include "transports/ib/mr_cache.h"
+#include "transports/ib/progress.h"
 #include "transports/ib/wire.h"
-#include "transports/tcp/control_socket.h"
-#include "transports/tcp/engine.h"
+#include "transports/remote/control_connection.h"
 
 namespace weft::ib {
 
-struct ConnectionParams : tcp::ControlParams {
+struct ConnectionParams : remote::ConnectionParams {
   int qps = 1;
-  std::chrono::milliseconds timeout{0};
-  Doorbell* bell = nullptr;  // the owning rank's, rung when the progress thread moved something
   // Registrations of user buffers kept once unused (mr_cache.h); negative: leave the cache's.
   int64_t mrRetainedBytes = -1;
 };
@@ -51,41 +49,19 @@ struct ConnectionParams : tcp::ControlParams {
 // else. Null restores the default. Set it while no connection is being set up.
 void setSetupForgerForTesting(void (*forge)(int rank, QpInfo*));
 
-// Where the tcp engine leaves the control socket the peer opened (passive side) until the
-// connection takes it; closes it if the connection is gone by then.
-class SocketDrop : public tcp::SocketSink {
- public:
-  ~SocketDrop() override;
-  void attach(const tcp::Hello& hello, int fd) override;
-  int take();  // the socket, or -1 while none has arrived
-
- private:
-  std::mutex mu_;
-  int fd_ = -1;
-};
-
-class IbConnection : public transport::Connection,
+class IbConnection : public remote::ControlConnection,
                      public transport::ReferenceSends,
                      public transport::PeerMemory,
-                     public transport::MemoryRegistration {
+                     public transport::MemoryRegistration,
+                     public DeviceClient {
  public:
   IbConnection(const ConnectionParams& p, const Port& port);
   ~IbConnection() override;
 
-  // Active side: opens the control socket to the peer's tcp endpoint and sends its QpInfo.
-  void start(const bootstrap::SocketAddress& peerAddress, const uint8_t* peerToken);
-  // Passive side: the socket the peer opens arrives in `drop`.
-  void awaitPeer(std::shared_ptr<SocketDrop> drop);
-
-  size_t slotBytes() const override { return p_.slotBytes; }
   void* sendSlot() override;
   void post(uint32_t bytes, uint32_t tag) override;
   const void* recvSlot(uint32_t* bytes, uint32_t* tag) override;
   void release() override;
-  Status health(std::string* why) override;
-  void poison() override;
-  bool poisoned() const override;
-  bool peerEnded() const override { return peerEnded_.load(std::memory_order_acquire); }
   const char* transportName() const override { return "ib"; }
   // After a given-up operation: stops the queue pairs where the peer may still write into our
   // landing or our writes may still read the caller's buffers (the connection fails).
@@ -113,18 +89,15 @@ class IbConnection : public transport::Connection,
   bool registerMemory(const void* owner, const void* addr, size_t bytes, std::string* why) override;
   void deregisterMemory(const void* owner, const void* addr, size_t bytes) override;
 
-  // For the progress thread (progress.h).
-  void backgroundPass();
-  void watchedFds(std::vector<int>* fds);
-  void failFromDevice(const std::string& why);
-  ibv_context* deviceContext() const { return port_.context; }
-  int portNumber() const { return port_.port; }
-  bool ownsQp(const ibv_qp* qp) const;
-  bool ownsCq(const ibv_cq* cq) const { return cq == cq_; }
+  // DeviceClient (progress.h).
+  ibv_context* deviceContext() const override { return port_.context; }
+  int portNumber() const override { return port_.port; }
+  bool ownsQp(const ibv_qp* qp) const override;
+  bool ownsCq(const ibv_cq* cq) const override { return cq == cq_; }
+  void failFromDevice(const std::string& why) override;
 
-  // Tests only: sends raw bytes on the control socket / posts a zero-byte RDMA WRITE WITH
-  // IMMEDIATE carrying `imm` into the peer's FIFO, as a broken or hostile peer would.
-  void sendControlBytesForTesting(const std::string& bytes);
+  // Tests only: posts a zero-byte RDMA WRITE WITH IMMEDIATE carrying `imm` into the peer's
+  // FIFO, as a broken or hostile peer would (sendControlBytesForTesting: control_connection.h).
   void postImmediateForTesting(uint32_t imm);
   // Tests only: writes `offer` into mailbox entry `entry` of the peer as a hostile receiver
   // would; whether this side holds an offer from the peer that messages can still land in; the
@@ -134,6 +107,14 @@ class IbConnection : public transport::Connection,
   MrCache& mrCacheForTesting() { return *cache_; }
 
  private:
+  // ControlConnection: the setup message is this side's QpInfo; kReady is ib's control byte.
+  bool progress() override;
+  void backgroundTurn() override;
+  std::vector<uint8_t> ownSetup() override;
+  bool onPeerSetup(const uint8_t* message) override;
+  bool onControlByte(char c) override;
+  void transportFds(std::vector<int>* fds) override;
+
   struct Buffer {
     void* base = nullptr;
     size_t bytes = 0;
@@ -164,17 +145,9 @@ class IbConnection : public transport::Connection,
   void setupQueues();
   void registerBuffer(Buffer* b, int access);
   void postRecv(int qp);
-  void sendInfo();
-  void sendControl(char what);
   void flushCredit();
-  // Moves the handshake on, polls completions and the control socket; false once failed.
-  bool progress();
-  bool readPeerInfo();
   void connectQps();
   void onCompletion(const ibv_wc& wc);
-  void pollSocket();
-  void fail(const std::string& why);
-  std::string peerName() const;
 
   ConnectionParams p_;
   Port port_;
@@ -185,18 +158,9 @@ class IbConnection : public transport::Connection,
   uint32_t psn_ = 0;
   Buffer send_, recv_;
 
-  mutable std::mutex mu_;
-  std::shared_ptr<SocketDrop> drop_;
-  int fd_ = -1;
-  bool infoSent_ = false;
-  uint8_t peerInfoBytes_[sizeof(QpInfo)] = {};
-  size_t peerInfoGot_ = 0;
   QpInfo peer_{};
   bool connected_ = false;  // our queue pairs are ready to send
   bool peerReady_ = false;  // the peer's are ready to receive
-  std::string error_;
-  std::chrono::steady_clock::time_point setupDeadline_;
-  uint64_t events_ = 0;  // bumped by everything that may let the executor move on
 
   uint64_t posted_ = 0;    // messages written by the executor
   uint64_t wired_ = 0;     // of them, posted to the queue pairs
@@ -240,9 +204,6 @@ class IbConnection : public transport::Connection,
   OwnOffer ownOffer_;
   uint64_t offersPosted_ = 0;
   uint32_t handedBytes_ = 0, handedTag_ = 0;  // the message recvSlot handed out
-  std::atomic<bool> poisoned_{false};
-  std::atomic<bool> peerEnded_{false};
-  std::atomic<bool> failed_{false};
 };
 
 }  // namespace weft::ib

@@ -1,5 +1,5 @@
 // The parts of IbConnection that the progress thread (progress.h) and the tests call.
-#include <sys/socket.h>
+#include <arpa/inet.h>
 
 #include <algorithm>
 
@@ -19,21 +19,12 @@ void IbConnection::drainCqEvents() {
   if (got && ibv_req_notify_cq(cq_, 0)) fail("ibv_req_notify_cq failed");
 }
 
-void IbConnection::backgroundPass() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failed_.load()) return;
-  const uint64_t before = events_;
+void IbConnection::backgroundTurn() {
   drainCqEvents();
   progress();
-  if (events_ != before && p_.bell) p_.bell->ring();
 }
 
-void IbConnection::watchedFds(std::vector<int>* fds) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (failed_.load()) return;
-  fds->push_back(channel_->fd);
-  if (fd_ >= 0) fds->push_back(fd_);
-}
+void IbConnection::transportFds(std::vector<int>* fds) { fds->push_back(channel_->fd); }
 
 void IbConnection::failFromDevice(const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -43,11 +34,6 @@ void IbConnection::failFromDevice(const std::string& why) {
 
 bool IbConnection::ownsQp(const ibv_qp* qp) const {
   return std::find(qps_.begin(), qps_.end(), qp) != qps_.end();
-}
-
-void IbConnection::sendControlBytesForTesting(const std::string& bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ >= 0) (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
 }
 
 void IbConnection::postImmediateForTesting(uint32_t imm) {

@@ -10,7 +10,6 @@
 #include "transports/base/transport.h"
 #include "transports/ib/connection.h"
 #include "transports/ib/devices.h"
-#include "transports/tcp/engine.h"
 #include "transports/tcp/published.h"
 
 namespace weft::transport {
@@ -76,33 +75,13 @@ class IbTransport : public Transport {
     if (!ib::openPort(tuning.ibHca, tuning.ibGidIndex, &port, &why))
       fail(Status::kSystemError, "ib: rank " + std::to_string(ctx.rank) + ": " + why);
     ib::ConnectionParams p;
-    p.commHash = ctx.commHash;
-    p.rank = ctx.rank;
-    p.peer = peer;
-    p.channel = channel;
-    p.slots = ctx.slots;
-    p.slotBytes = ctx.slotBytes;
+    static_cast<remote::ConnectionParams&>(p) = remote::connectionParamsFor(ctx, peer, channel);
     p.qps = tuning.ibQpsPerConnection;
-    p.timeout = ctx.timeout.count() > 0 ? ctx.timeout : std::chrono::milliseconds(30000);
-    p.bell = ctx.selfBell;
     // Registrations of buffers the user did not register, kept once unused (mr_cache.h says
     // why none are kept by default).
     p.mrRetainedBytes = tuning.ibMrCacheBytes;
     auto conn = std::make_unique<ib::IbConnection>(p, port);
-    const tcp::Published theirs = tcp::publishedBy((*ctx.peers)[peer]);
-    if (ctx.rank < peer) {
-      conn->start(
-          bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(theirs.addr), theirs.addrLen),
-          theirs.token);
-    } else {
-      auto ep = tcp::Engine::get().findEndpoint(ctx.commHash, ctx.rank);
-      if (!ep)
-        fail(Status::kInternalError, "ib: rank " + std::to_string(ctx.rank) +
-                                         " has no tcp endpoint (publish() was not called)");
-      auto drop = std::make_shared<ib::SocketDrop>();
-      ep->claim(peer, channel, drop);
-      conn->awaitPeer(drop);
-    }
+    conn->join(ctx, peer, channel);
     WEFT_INFO(NET, "ib: rank %d %s rank %d channel %d on %s:%d, %d queue pairs", ctx.rank,
               ctx.rank < peer ? "connects to" : "accepts from", peer, channel, port.device.c_str(),
               port.port, p.qps);

@@ -1,61 +1,50 @@
 #include "transports/ib/progress.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <cstring>
 
 #include "src/common/error.h"
 #include "src/common/log.h"
-#include "transports/ib/connection.h"
 
 namespace weft::ib {
 namespace {
 
-// The longest sleep: setup deadlines are checked at least this often.
-constexpr int kPollTimeoutMs = 100;
+// The longest sleep: setup deadlines are checked at least this often. Completions, control
+// bytes and device events end it at once, so the thread never polls faster.
+constexpr remote::ProgressPacing kPacing{
+    std::chrono::milliseconds(100), std::chrono::milliseconds(100), std::chrono::milliseconds(0)};
 
 void setNonBlocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+DeviceClient& deviceClient(remote::ProgressClient* c) {
+  auto* d = dynamic_cast<DeviceClient*>(c);
+  if (!d) weft::fail(Status::kInternalError, "ib: a progress client without a device");
+  return *d;
+}
 
 }  // namespace
 
 ProgressThread& ProgressThread::get() { return perProcess<ProgressThread>(); }
 
-ProgressThread::ProgressThread() {
-  wake_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_ < 0)
-    weft::fail(Status::kSystemError, "ib: eventfd: " + std::string(std::strerror(errno)));
-  thread_ = std::thread([this] { loop(); });
-  thread_.detach();
-}
+ProgressThread::ProgressThread() : remote::ProgressThread("ib", kPacing) { start(); }
 
-void ProgressThread::add(IbConnection* c) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    conns_.push_back(c);
-    ibv_context* context = c->deviceContext();
-    if (std::find(contexts_.begin(), contexts_.end(), context) == contexts_.end()) {
-      setNonBlocking(context->async_fd);
-      contexts_.push_back(context);
-    }
+void ProgressThread::onAdd(remote::ProgressClient* c) {
+  ibv_context* context = deviceClient(c).deviceContext();
+  if (std::find(contexts_.begin(), contexts_.end(), context) == contexts_.end()) {
+    setNonBlocking(context->async_fd);
+    contexts_.push_back(context);
   }
-  wake();
 }
 
-void ProgressThread::remove(IbConnection* c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+void ProgressThread::watchOwnFds(std::vector<pollfd>* fds) {
+  for (ibv_context* context : contexts_) fds->push_back({context->async_fd, POLLIN, 0});
 }
 
-void ProgressThread::wake() {
-  uint64_t one = 1;
-  (void)!::write(wake_, &one, sizeof(one));
+void ProgressThread::onOwnFds(const pollfd* fds, size_t count) {
+  // The device list only grows, so the first `count` entries are the ones polled.
+  for (size_t i = 0; i < count; ++i)
+    if (fds[i].revents) drainAsyncEvents(contexts_[i]);
 }
 
 void ProgressThread::drainAsyncEvents(ibv_context* context) {
@@ -68,60 +57,30 @@ void ProgressThread::drainAsyncEvents(ibv_context* context) {
       case IBV_EVENT_DEVICE_FATAL: {
         const int port = e.event_type == IBV_EVENT_PORT_ERR ? e.element.port_num : -1;
         WEFT_WARN(NET, "ib: device event %s (port %d)", what, port);
-        for (IbConnection* c : conns_)
-          if (c->deviceContext() == context && (port < 0 || c->portNumber() == port))
-            c->failFromDevice(std::string("its port went down (") + what + ")");
+        for (remote::ProgressClient* c : clients()) {
+          DeviceClient& d = deviceClient(c);
+          if (d.deviceContext() == context && (port < 0 || d.portNumber() == port))
+            d.failFromDevice(std::string("its port went down (") + what + ")");
+        }
         break;
       }
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
       case IBV_EVENT_QP_ACCESS_ERR:
-        for (IbConnection* c : conns_)
-          if (c->ownsQp(e.element.qp))
-            c->failFromDevice(std::string("queue pair error (") + what + ")");
+        for (remote::ProgressClient* c : clients())
+          if (deviceClient(c).ownsQp(e.element.qp))
+            deviceClient(c).failFromDevice(std::string("queue pair error (") + what + ")");
         break;
       case IBV_EVENT_CQ_ERR:
-        for (IbConnection* c : conns_)
-          if (c->ownsCq(e.element.cq))
-            c->failFromDevice(std::string("completion queue error (") + what + ")");
+        for (remote::ProgressClient* c : clients())
+          if (deviceClient(c).ownsCq(e.element.cq))
+            deviceClient(c).failFromDevice(std::string("completion queue error (") + what + ")");
         break;
       default:
         WEFT_INFO(NET, "ib: device event %s", what);
         break;
     }
     v->ackAsyncEvent(&e);
-  }
-}
-
-void ProgressThread::loop() {
-  std::vector<pollfd> fds;
-  std::vector<int> connFds;
-  for (;;) {
-    fds.clear();
-    fds.push_back({wake_, POLLIN, 0});
-    size_t contexts = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (ibv_context* context : contexts_) fds.push_back({context->async_fd, POLLIN, 0});
-      contexts = contexts_.size();
-      for (IbConnection* c : conns_) {
-        connFds.clear();
-        c->watchedFds(&connFds);
-        for (int fd : connFds) fds.push_back({fd, POLLIN, 0});
-      }
-    }
-    ::poll(fds.data(), fds.size(), kPollTimeoutMs);
-    uint64_t count = 0;
-    (void)!::read(wake_, &count, sizeof(count));
-    if (held_.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    // The device list only grows, so the first `contexts` entries are the ones polled.
-    for (size_t i = 0; i < contexts; ++i)
-      if (fds[1 + i].revents) drainAsyncEvents(contexts_[i]);
-    for (IbConnection* c : conns_) c->backgroundPass();
   }
 }
 

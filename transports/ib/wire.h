@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <string>
 
+#include "transports/remote/control_bytes.h"
+
 namespace weft::ib {
 
 inline constexpr uint32_t kInfoMagic = 0x31424957;  // "WIB1"
@@ -38,8 +40,11 @@ inline constexpr uint64_t kMaxLandingBytes = 1ull << 40;
 inline constexpr size_t kHeaderBytes = 16;  // tag, bytes, sequence at the start of each slot
 inline constexpr uint64_t kMaxSlotBytes = 1ull << 31;
 
-// Control bytes on the socket after the QpInfo.
-inline constexpr char kReady = 'R', kPoisoned = 'P', kGoodbye = 'B';
+// Control bytes on the socket after the QpInfo: ib's own kReady (this side's queue pairs are
+// connected) and those of every control connection (transports/remote/control_bytes.h).
+inline constexpr char kReady = 'R';
+using remote::kGoodbye;
+using remote::kPoisoned;
 
 // What each side sends the other over the control socket once its queue pairs exist.
 struct QpInfo {

@@ -13,47 +13,24 @@
 #include "src/common/error.h"
 #include "src/common/log.h"
 #include "transports/net_plugin/plugin_progress.h"
-#include "transports/tcp/control_socket.h"
-#include "transports/tcp/wire.h"
 
 namespace weft::netplugin {
 namespace {
 
 constexpr uint32_t kHandleMagic = 0x48504e57;  // "WNPH": a listen handle on the control socket
 constexpr size_t kHandleMessageBytes = 8 + NCCL_NET_HANDLE_MAXSIZE;
-constexpr char kPoisoned = 'P', kGoodbye = 'B';  // 'B' is followed by the count of messages
 // The longest a closing connection waits for its messages to leave.
 constexpr std::chrono::milliseconds kDrainLimit{10000};
 
 }  // namespace
 
-ControlDrop::~ControlDrop() {
-  if (fd_ >= 0) {
-    tcp::Engine::get().untrack(fd_);
-    ::close(fd_);
-  }
-}
-
-void ControlDrop::attach(const tcp::Hello&, int fd) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (fd_ >= 0) {  // the peer opens one control socket per connection
-    tcp::Engine::get().untrack(fd);
-    ::close(fd);
-    return;
-  }
-  fd_ = fd;
-  ProgressThread::get().wake();
-}
-
-int ControlDrop::take() {
-  std::lock_guard<std::mutex> lock(mu_);
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
 PluginConnection::PluginConnection(NetPlugin* net, const PluginConnectionParams& p)
-    : net_(net), p_(p) {
+    : remote::ControlConnection(p,
+                                {"net plugin", "net plugin " + net->name(), kHandleMessageBytes,
+                                 "the listen handle", sizeof(uint64_t)},
+                                ProgressThread::get()),
+      net_(net),
+      p_(p) {
   if (p_.slots == 0 || p_.slotBytes == 0 || p_.slotBytes > (size_t{1} << 30))
     weft::fail(Status::kInvalidArgument, "net plugin: unusable FIFO of " +
                                              std::to_string(p_.slots) + " x " +
@@ -70,12 +47,11 @@ PluginConnection::PluginConnection(NetPlugin* net, const PluginConnectionParams&
                                          ")");
   const uint32_t header[2] = {kHandleMagic, NCCL_NET_HANDLE_MAXSIZE};
   std::memcpy(myHandle_, header, sizeof(header));
-  setupDeadline_ = std::chrono::steady_clock::now() + p_.timeout;
-  ProgressThread::get().add(this);
+  joinProgressThread();
 }
 
 PluginConnection::~PluginConnection() {
-  ProgressThread::get().remove(this);
+  leaveProgressThread();
   std::lock_guard<std::mutex> lock(mu_);
   // What the executor posted leaves first (bounded): the peer may still wait for it. Then the
   // goodbye, which carries the count of messages, so that the peer takes it as the end only
@@ -86,14 +62,7 @@ PluginConnection::~PluginConnection() {
     progress();
     if (sent_ < posted_) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  if (fd_ >= 0) {
-    char bye[1 + sizeof(uint64_t)] = {kGoodbye};
-    const uint64_t count = sent_;
-    std::memcpy(bye + 1, &count, sizeof(count));
-    (void)tcp::writeAllWithin(fd_, bye, sizeof(bye), std::chrono::milliseconds(1000));
-    tcp::Engine::get().untrack(fd_);
-    ::close(fd_);
-  }
+  closeControl(sent_, std::chrono::milliseconds(1000));
   if (sendMr_) net_->deregMr(sendComm_, sendMr_);
   if (recvMr_) net_->deregMr(recvComm_, recvMr_);
   if (sendComm_) net_->closeSend(sendComm_);
@@ -101,118 +70,33 @@ PluginConnection::~PluginConnection() {
   if (listenComm_) net_->closeListen(listenComm_);
 }
 
-std::string PluginConnection::peerName() const {
-  return "rank " + std::to_string(p_.peer) + " (net plugin " + net_->name() + ", channel " +
-         std::to_string(p_.channel) + ")";
+std::vector<uint8_t> PluginConnection::ownSetup() {
+  return std::vector<uint8_t>(myHandle_, myHandle_ + kHandleMessageBytes);
 }
 
-void PluginConnection::fail(const std::string& why) {
-  if (failed_.exchange(true)) return;
-  error_ = "net plugin: " + peerName() + ": " + why;
-  ++events_;
-  WEFT_WARN(NET, "%s", error_.c_str());
-}
-
-void PluginConnection::start(const bootstrap::SocketAddress& peerAddress,
-                             const uint8_t* peerToken) {
-  bool helloSent = false;
-  const int fd =
-      tcp::openControlSocket(peerAddress, p_, peerToken, p_.timeout,
-                             "net plugin: control connection to " + peerName(), &helloSent);
-  std::lock_guard<std::mutex> lock(mu_);
-  fd_ = fd;
-  if (!helloSent) fail("could not send the hello");
-  sendHandle();
-}
-
-void PluginConnection::awaitPeer(std::shared_ptr<ControlDrop> drop) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    drop_ = std::move(drop);
+bool PluginConnection::onPeerSetup(const uint8_t* message) {
+  std::memcpy(peerHandle_, message, kHandleMessageBytes);
+  uint32_t header[2];
+  std::memcpy(header, peerHandle_, sizeof(header));
+  if (header[0] != kHandleMagic || header[1] != NCCL_NET_HANDLE_MAXSIZE) {
+    fail("sent a malformed handle message");
+    return false;
   }
-  ProgressThread::get().wake();
-}
-
-void PluginConnection::sendHandle() {
-  if (handleSent_ || fd_ < 0) return;
-  if (!tcp::writeAllWithin(fd_, myHandle_, kHandleMessageBytes, p_.timeout))
-    fail("could not send the listen handle: " + std::string(std::strerror(errno)));
-  handleSent_ = true;
-}
-
-void PluginConnection::readControl() {
-  if (fd_ < 0 || controlClosed_) return;
-  for (;;) {
-    // The handle first (kHandleMessageBytes), then single control bytes.
-    char buf[256];
-    size_t want =
-        peerHandleGot_ < kHandleMessageBytes ? kHandleMessageBytes - peerHandleGot_ : sizeof(buf);
-    ssize_t n = ::recv(fd_, buf, want, MSG_DONTWAIT);
-    if (n > 0) {
-      ++events_;
-      size_t used = 0;
-      if (peerHandleGot_ < kHandleMessageBytes) {
-        std::memcpy(peerHandle_ + peerHandleGot_, buf, static_cast<size_t>(n));
-        peerHandleGot_ += static_cast<size_t>(n);
-        used = static_cast<size_t>(n);
-        if (peerHandleGot_ == kHandleMessageBytes) {
-          uint32_t header[2];
-          std::memcpy(header, peerHandle_, sizeof(header));
-          if (header[0] != kHandleMagic || header[1] != NCCL_NET_HANDLE_MAXSIZE)
-            return fail("sent a malformed handle message");
-        }
-      }
-      control_.append(buf + used, static_cast<size_t>(n) - used);
-      while (!control_.empty()) {
-        if (control_[0] == kPoisoned) {
-          poisoned_.store(true, std::memory_order_release);
-          control_.erase(0, 1);
-        } else if (control_[0] == kGoodbye) {
-          if (control_.size() < 1 + sizeof(uint64_t)) break;
-          uint64_t count = 0;
-          std::memcpy(&count, control_.data() + 1, sizeof(count));
-          peerTotal_.store(count, std::memory_order_release);
-          goodbye_.store(true, std::memory_order_release);
-          control_.erase(0, 1 + sizeof(count));
-        } else {
-          return fail("sent a garbage control byte");
-        }
-      }
-      continue;
-    }
-    if (n == 0) controlClosed_ = true;  // nothing more to read: the thread stops watching
-    if (n == 0 && !goodbye_.load())
-      fail("closed its connection (process exited?)");
-    else if (n < 0 && errno != EAGAIN && errno != EINTR)
-      fail("control connection: " + std::string(std::strerror(errno)));
-    return;
-  }
+  return true;
 }
 
 bool PluginConnection::progressSetup() {
-  if (fd_ < 0 && drop_) {
-    fd_ = drop_->take();
-    if (fd_ >= 0) {
-      drop_.reset();
-      sendHandle();
-    }
-  }
+  takeControlSocket();
   readControl();
   if (failed_.load()) return false;
-  if (peerHandleGot_ == kHandleMessageBytes) {
+  if (peerSetupIn()) {
     ncclNetResult_t r = kNcclNetSuccess;
     if (!sendComm_) r = net_->connect(p_.device, peerHandle_ + 8, &sendComm_);
     if (r == kNcclNetSuccess && !recvComm_) r = net_->accept(listenComm_, &recvComm_);
     if (r != kNcclNetSuccess)
       return fail(std::string("connect/accept failed (") + resultName(r) + ")"), false;
   }
-  if (!sendComm_ || !recvComm_) {
-    if (std::chrono::steady_clock::now() > setupDeadline_)
-      return fail("the connection was not set up within " + std::to_string(p_.timeout.count()) +
-                  " ms"),
-             false;
-    return true;
-  }
+  if (!sendComm_ || !recvComm_) return !failIfSetupLate();
   ncclNetResult_t r = net_->regMr(sendComm_, sendBuf_.data(), sendBuf_.size(), &sendMr_);
   if (r == kNcclNetSuccess) r = net_->regMr(recvComm_, recvBuf_.data(), recvBuf_.size(), &recvMr_);
   if (r != kNcclNetSuccess)
@@ -330,52 +214,9 @@ void PluginConnection::release() {
   progress();  // posts the receive for the freed slot
 }
 
-Status PluginConnection::health(std::string* why) {
-  std::lock_guard<std::mutex> lock(mu_);
-  progress();
-  if (failed_.load()) {
-    *why = error_;
-    return Status::kRemoteError;
-  }
-  if (poisoned_.load()) {
-    *why = "net plugin: " + peerName() + " poisoned the connection";
-    return Status::kRemoteError;
-  }
-  return Status::kSuccess;
-}
-
-bool PluginConnection::poisoned() const {
-  if (poisoned_.load(std::memory_order_acquire)) return true;
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (lock.owns_lock()) const_cast<PluginConnection*>(this)->readControl();
-  return poisoned_.load(std::memory_order_acquire);
-}
-
-void PluginConnection::poison() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (poisoned_.exchange(true)) return;
-  if (fd_ >= 0) {
-    char p = kPoisoned;
-    (void)tcp::writeAllWithin(fd_, &p, 1, std::chrono::milliseconds(1000));
-  }
-}
-
-bool PluginConnection::backgroundPass() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t before = events_;
-  progress();
-  if (events_ != before && p_.bell) p_.bell->ring();
-  return events_ != before;
-}
-
 bool PluginConnection::busy() {
   std::lock_guard<std::mutex> lock(mu_);
   return !failed_.load() && (!ready_ || sent_ < posted_);
-}
-
-int PluginConnection::controlFd() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return controlClosed_ || failed_.load() ? -1 : fd_;
 }
 
 }  // namespace weft::netplugin

@@ -13,7 +13,6 @@
 #include "transports/base/transport.h"
 #include "transports/net_plugin/loader.h"
 #include "transports/net_plugin/plugin_connection.h"
-#include "transports/tcp/engine.h"
 #include "transports/tcp/published.h"
 
 namespace weft::transport {
@@ -69,30 +68,10 @@ class NetPluginTransport : public Transport {
     netplugin::NetPlugin* net = netplugin::pluginFor(tuning.netPlugin);
     if (!net) fail(Status::kInternalError, "net plugin: not loaded at connect");
     netplugin::PluginConnectionParams p;
-    p.commHash = ctx.commHash;
-    p.rank = ctx.rank;
-    p.peer = peer;
-    p.channel = channel;
-    p.slots = ctx.slots;
-    p.slotBytes = ctx.slotBytes;
+    static_cast<remote::ConnectionParams&>(p) = remote::connectionParamsFor(ctx, peer, channel);
     p.device = 0;
-    p.timeout = ctx.timeout.count() > 0 ? ctx.timeout : std::chrono::milliseconds(30000);
-    p.bell = ctx.selfBell;
     auto conn = std::make_unique<netplugin::PluginConnection>(net, p);
-    const tcp::Published theirs = tcp::publishedBy((*ctx.peers)[peer]);
-    if (ctx.rank < peer) {
-      conn->start(
-          bootstrap::SocketAddress(reinterpret_cast<const sockaddr*>(theirs.addr), theirs.addrLen),
-          theirs.token);
-    } else {
-      auto ep = tcp::Engine::get().findEndpoint(ctx.commHash, ctx.rank);
-      if (!ep)
-        fail(Status::kInternalError, "net plugin: rank " + std::to_string(ctx.rank) +
-                                         " has no tcp endpoint (publish() was not called)");
-      auto drop = std::make_shared<netplugin::ControlDrop>();
-      ep->claim(peer, channel, drop);
-      conn->awaitPeer(drop);
-    }
+    conn->join(ctx, peer, channel);
     WEFT_INFO(NET, "net plugin %s: rank %d %s rank %d channel %d", net->name().c_str(), ctx.rank,
               ctx.rank < peer ? "connects to" : "accepts from", peer, channel);
     return conn;

@@ -5,13 +5,6 @@
 
 namespace weft::transport {
 
-// Declared in fifo.h; defined with the geometry check so that the check and the layout it guards
-// build together (the fuzz targets link this file alone).
-size_t fifoBytes(uint32_t slots, size_t slotBytes) {
-  auto alignUp = [](size_t v, size_t a) { return (v + a - 1) / a * a; };
-  return alignUp(sizeof(FifoControl), 4096) + alignUp(slots * slotBytes, 4096);
-}
-
 bool fifoGeometryValid(uint64_t slots, uint64_t slotBytes, std::string* why) {
   if (slots < 1 || slots > kMaxSlots) {
     *why = "FIFO of " + std::to_string(slots) + " slots (1 to " + std::to_string(kMaxSlots) + ")";

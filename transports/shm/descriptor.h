@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transports/shm/fifo.h"
+#include "transports/shm/fifo_layout.h"
 
 namespace weft::transport {
 

@@ -315,9 +315,7 @@ ncclNetResult_t accept(void* listenComm, void** recvComm) {
       ip.qps = plugin().tuning.ibQpsPerConnection;
       ip.timeout = plugin().tuning.timeout;
       auto ibc = std::make_unique<ib::IbConnection>(ip, d->port);
-      auto drop = std::make_shared<ib::SocketDrop>();
-      lc->endpoint->claim(0, 0, drop);
-      ibc->awaitPeer(drop);
+      lc->endpoint->claim(0, 0, ibc->awaitPeer());
       conn = std::move(ibc);
 #endif
     }
