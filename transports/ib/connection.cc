@@ -19,8 +19,8 @@ namespace {
 
 // Local ACK timeout exponent (4.096 us * 2^kAckTimeout; NCCL_IB_TIMEOUT's default): long, since a
 // dead peer is seen on the control socket at once, so a long timeout costs nothing, while a short
-// one retransmits spuriously on slow links (emulated ones above all; perf/README.md, "RDMA under
-// emulation", holds what the guests' link does).
+// one retransmits spuriously on slow links (emulated ones above all;
+// perf/results/2026-11-27-rdma-emulation.md holds what the guests' link does).
 constexpr uint8_t kAckTimeout = 20;
 
 std::atomic<void (*)(int, QpInfo*)> setupForger{nullptr};
