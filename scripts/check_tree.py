@@ -33,6 +33,8 @@ ENV_READERS = [
     # the knob registry, and the one function that fills a Tuning from it (src/common/tuning.h)
     "src/common/env.cc",
     "src/common/env.h",
+    "src/common/knobs.cc",
+    "src/common/knobs.h",
     "src/common/tuning.cc",
     # logging is configured once per process, before any communicator (NCCL_DEBUG, ...)
     "src/common/log.cc",
