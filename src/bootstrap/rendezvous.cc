@@ -1,4 +1,6 @@
-// generateUniqueId, describe and the rank side of the rendezvous.
+// The rendezvous behind the Bootstrap interface (bootstrap.h): generateUniqueId, describe and the
+// rank side, which ends in a TcpBootstrap. It sits above both the interface and its TCP
+// implementation, which is why it is a unit of its own rather than bootstrap.h's.
 #include "src/bootstrap/bootstrap.h"
 
 #include <algorithm>
