@@ -7,7 +7,7 @@ found one (2 on a usage error). Checks:
   include_cycles  no cycle among the project's own files through `#include "..."` lines
                   (paths from the repository root, or include/ for the public headers)
   unit_cycles     no cycle among units (a .cc with its .h and its _internal.h) through those
-                  lines, but among the units of UNIT_CYCLE_ALLOWED
+                  lines, except among the units of UNIT_CYCLE_ALLOWED
   file_length     no source file under src/ or transports/ longer than MAX_LINES lines
   env_reads       getenv / env::get* / env::isSet only in the files of ENV_READERS
   transport_base  transports/base/ holds interfaces: no .cc other than TRANSPORT_BASE_SOURCES
