@@ -4,19 +4,11 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithms/common/options.h"
+#include "algorithms/p2p/p2p.h"  // the point-to-point groups, built beside the collectives
 #include "src/plan/plan.h"
 
 namespace weft::algo {
-
-struct Options {
-  int channels = 1;         // lanes (and connection channels) to spread the data over, >= 1
-  uint64_t sliceElems = 0;  // pipelining unit for trees / chains; 0 = the algorithm's default
-  // Host of each rank (any labels; empty: all ranks on one host). Hierarchical algorithms only.
-  std::vector<int> hostOf = {};
-  // Fan broadcasts only: the share of the data the root stores into every receiver itself
-  // (0: the builder's default, see fan.h).
-  double pushShare = 0;
-};
 
 using Generator = plan::Plan (*)(const plan::Spec&, const Options&);
 
@@ -32,17 +24,5 @@ bool supports(std::string_view name, plan::Collective c);
 
 // Builds a plan; throws weft::Error(kInvalidArgument) if the algorithm does not support the spec.
 plan::Plan build(std::string_view name, const plan::Spec& spec, const Options& options = {});
-
-// One point-to-point operation of a group, on buffer plan::kExtra + bufferIndex.
-struct P2pOp {
-  bool send = true;
-  int peer = 0;
-  uint64_t count = 0;  // elements
-  uint16_t bufferIndex = 0;
-};
-
-// The Program of `rank` for a group of sends and receives: operations with one peer and one
-// direction keep their order (NCCL semantics); self send/recv pairs become copies.
-plan::Program p2pProgram(int rank, int nranks, const std::vector<P2pOp>& ops);
 
 }  // namespace weft::algo

@@ -1,5 +1,5 @@
 // all_gather_perf: ncclAllGather; count = elements each rank sends; busbw = algbw * (n-1)/n.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

@@ -1,5 +1,5 @@
 // all_reduce_perf: ncclAllReduce; busbw = algbw * 2(n-1)/n.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

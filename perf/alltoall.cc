@@ -1,6 +1,6 @@
 // alltoall_perf: ncclAlltoAll; count = elements per peer; busbw = algbw * (n-1)/n.
 // In place has no defined result (as in nccl-tests): that column's #wrong prints N/A.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

@@ -1,5 +1,5 @@
 // broadcast_perf: ncclBroadcast from -r root; busbw = algbw.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

@@ -1,6 +1,6 @@
-// The shared driver of the perf tools (all_reduce_perf & co.): nccl-tests' flags, sweep, timing,
-// data check and output, on host memory. Each tool is one small file that describes its
-// collective with a Collective and calls perfMain.
+// What a perf tool (all_reduce_perf & co.) tells the shared driver about its collective: the
+// call, its buffer sizes, its bandwidth factors and its data. Each tool is one small file that
+// describes its collective with a Collective and calls perfMain (perf/perf_main.h).
 #pragma once
 
 #include <cstddef>
@@ -81,8 +81,5 @@ class Collective {
   // Empty when the collective can run on nranks ranks, else the line to print instead.
   virtual std::string unsupported(int nranks) const { return ""; }
 };
-
-// Parses nccl-tests' flags, runs the sweep, prints the table; returns the exit status.
-int perfMain(int argc, char** argv, const Collective& coll);
 
 }  // namespace weft::perf

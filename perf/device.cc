@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <initializer_list>
 
-#include "perf/driver.h"
+#include "perf/failure.h"
 
 namespace weft::perf {
 namespace {

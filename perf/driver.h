@@ -1,7 +1,7 @@
-// The driver behind perfMain (perf/common.h): the ranks each thread drives, their buffers and
+// The driver behind perfMain (perf/perf_main.h): the ranks each thread drives, their buffers and
 // the sweep over sizes, types, ops and roots. Internal to perf/: the run's lifecycle (ranks,
 // threads, watchdog) is in perf/driver.cc, the sweep (calls, timing, data check) in
-// perf/driver_sweep.cc, failure reporting in perf/common.cc.
+// perf/driver_sweep.cc, failure reporting in perf/failure.cc.
 #pragma once
 
 #include <atomic>
@@ -14,21 +14,12 @@
 #include "nccl.h"
 #include "perf/common.h"
 #include "perf/device.h"
+#include "perf/failure.h"
 #include "perf/options.h"
 #include "perf/values.h"
 #include "perf/world.h"
 
 namespace weft::perf {
-
-// This host's name, for failure messages.
-const std::string& hostName();
-// Prints "<host>: Test failure: <msg>" and ends the process with status 2 (other threads may be
-// blocked in collectives whose peers will never come).
-[[noreturn]] void die(const std::string& msg);
-// Ends the process with status 2 and nccl-tests' failure line when r is not ncclSuccess.
-void ncclCheck(ncclResult_t r, const char* what, const char* file, int line);
-
-#define PERF_NCCL(call) ncclCheck((call), #call, __FILE__, __LINE__)
 
 // One rank this thread drives.
 struct RankRes {

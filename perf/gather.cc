@@ -1,6 +1,6 @@
 // gather_perf: ncclGather to -r root; count = elements each rank sends;
 // busbw = algbw * (n-1)/n.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "perf/common.h"
+#include "perf/perf_main.h"
 #include "weft/weft.h"
 
 namespace weft::perf {

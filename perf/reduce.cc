@@ -1,5 +1,5 @@
 // reduce_perf: ncclReduce to -r root; busbw = algbw.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

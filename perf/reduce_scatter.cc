@@ -1,6 +1,6 @@
 // reduce_scatter_perf: ncclReduceScatter; count = elements each rank receives;
 // busbw = algbw * (n-1)/n.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

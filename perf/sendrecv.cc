@@ -1,6 +1,6 @@
 // sendrecv_perf: each rank sends to rank+1 and receives from rank-1 in one group;
 // busbw = algbw. In place has no defined result: that column's #wrong prints N/A.
-#include "perf/common.h"
+#include "perf/perf_main.h"
 
 namespace weft::perf {
 namespace {

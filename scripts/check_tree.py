@@ -6,6 +6,8 @@ found one (2 on a usage error). Checks:
 
   include_cycles  no cycle among the project's own files through `#include "..."` lines
                   (paths from the repository root, or include/ for the public headers)
+  unit_cycles     no cycle among units (a .cc with its .h and its _internal.h) through those
+                  lines, except among the units of UNIT_CYCLE_ALLOWED
   file_length     no source file under src/ or transports/ longer than MAX_LINES lines
   env_reads       getenv / env::get* / env::isSet only in the files of ENV_READERS
   transport_base  transports/base/ holds interfaces: no .cc other than TRANSPORT_BASE_SOURCES
@@ -37,6 +39,8 @@ ENV_READERS = [
     # the knob registry, and the one function that fills a Tuning from it (src/common/tuning.h)
     "src/common/env.cc",
     "src/common/env.h",
+    "src/common/knobs.cc",
+    "src/common/knobs.h",
     "src/common/tuning.cc",
     # logging is configured once per process, before any communicator (NCCL_DEBUG, ...)
     "src/common/log.cc",
@@ -57,6 +61,17 @@ ENV_DIRS = ["include", "src", "transports", "algorithms", "synth"]
 # The .cc files transports/base/ may hold: the transport registry, nothing else. The base folder
 # is the interface every transport implements; shared machinery lives elsewhere.
 TRANSPORT_BASE_SOURCES = []
+
+# unit_cycles: units still in a cycle; the list only shrinks. A unit is a path without its
+# suffix (and without "_internal"): src/core/communicator is communicator.cc, communicator.h and
+# communicator_internal.h. A cycle passes only when every unit in it is listed here, and a listed
+# unit that is in the tree but no longer in a cycle must leave the list.
+UNIT_CYCLE_ALLOWED = [
+    "src/core/communicator",
+    "src/core/device_calls",
+    "src/core/device_kernels",
+    "src/core/rank_gpu",
+]
 
 # file_length: the folders it covers and the limit.
 LENGTH_DIRS = ["src", "transports"]
@@ -226,6 +241,59 @@ def check_include_cycles(tree):
     return problems
 
 
+# --- unit_cycles ------------------------------------------------------------------------------
+
+INTERNAL_SUFFIX = "_internal"
+
+
+def unit_of(path):
+    """The unit a file belongs to: its path without the suffix, and without _internal."""
+    base = os.path.splitext(path)[0]
+    return base[:-len(INTERNAL_SUFFIX)] if base.endswith(INTERNAL_SUFFIX) else base
+
+
+def unit_graph(tree):
+    """{unit: [(included unit, (file, line number))]}, leaving out includes within a unit."""
+    graph = {}
+    for f, edges in include_graph(tree).items():
+        unit = unit_of(f)
+        out = graph.setdefault(unit, [])
+        for target, number in edges:
+            if unit_of(target) != unit:
+                out.append((unit_of(target), (f, number)))
+    return graph
+
+
+def check_unit_cycles(tree):
+    graph = unit_graph(tree)
+    allowed = set(UNIT_CYCLE_ALLOWED)
+    in_cycles = set()
+    problems = []
+    for component in strongly_connected(graph):
+        in_cycles.update(component)
+        if all(unit in allowed for unit in component):
+            continue
+        cycle = cycle_through(graph, component)
+        chain = " -> ".join([unit for unit, _ in cycle] + [cycle[0][0]])
+        new = ", ".join(unit for unit in component if unit not in allowed)
+        for _, (f, number) in cycle:
+            problems.append(f"{f}:{number}: unit cycle: {chain} (not in UNIT_CYCLE_ALLOWED: {new})")
+    for unit in UNIT_CYCLE_ALLOWED:
+        if unit in graph and unit not in in_cycles:
+            problems.append(f"{allow_list_line(unit)}: {unit} is no longer in a unit cycle: remove "
+                            "it from UNIT_CYCLE_ALLOWED")
+    return problems
+
+
+def allow_list_line(unit):
+    """scripts/check_tree.py:N, N the line of `unit` in UNIT_CYCLE_ALLOWED."""
+    with open(__file__, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if line.strip() == f'"{unit}",':
+                return f"scripts/check_tree.py:{number}"
+    return "scripts/check_tree.py:1"
+
+
 # --- file_length ------------------------------------------------------------------------------
 
 def check_file_length(tree):
@@ -335,6 +403,7 @@ def check_clang_format(tree):
 
 CHECKS = {
     "include_cycles": check_include_cycles,
+    "unit_cycles": check_unit_cycles,
     "file_length": check_file_length,
     "env_reads": check_env_reads,
     "transport_base": check_transport_base,

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "algorithms/registry.h"
+#include "algorithms/common/options.h"
 #include "src/plan/plan.h"
 
 namespace weft::algo {

@@ -7,7 +7,8 @@
 // and one receiver, then two): the pushed part moves that work onto the root, and moves less
 // memory too (one read and n - 1 writes, where the receivers make n - 1 of each).
 #pragma once
-#include "algorithms/registry.h"
+#include "algorithms/common/options.h"
+#include "src/plan/plan.h"
 
 namespace weft::algo {
 

@@ -4,7 +4,8 @@
 // 2 * (n - p) ranks pair up (p = largest power of two <= n): the even rank of each pair hands its
 // data to the odd one, which takes part for both, and gets the result back at the end.
 #pragma once
-#include "algorithms/registry.h"
+#include "algorithms/common/options.h"
+#include "src/plan/plan.h"
 
 namespace weft::algo {
 

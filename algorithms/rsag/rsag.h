@@ -5,7 +5,8 @@
 // moves the least data through memory a single-copy allreduce can: per byte 3n-1 reads and
 // writes over all ranks (rhd: about 4n-1, ring: more), and n+1 for the reduce-scatter.
 #pragma once
-#include "algorithms/registry.h"
+#include "algorithms/common/options.h"
+#include "src/plan/plan.h"
 
 namespace weft::algo {
 

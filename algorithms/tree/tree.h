@@ -6,7 +6,8 @@
 #include <array>
 #include <vector>
 
-#include "algorithms/registry.h"
+#include "algorithms/common/options.h"
+#include "src/plan/plan.h"
 
 namespace weft::algo {
 

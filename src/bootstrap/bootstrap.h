@@ -1,6 +1,10 @@
 // Out-of-band bootstrap: the unique id, the root rendezvous and a small set of collectives over
 // TCP (allgather, barrier, point-to-point bytes) used to set up communicators. Every connection
 // presents the id's secret before anything else is read; every wait has a timeout.
+//
+// This header is the interface only. Its functions and Bootstrap::create are defined by the
+// rendezvous (rendezvous.cc), which is above the implementation it returns (tcp_bootstrap.h);
+// the implementation and the id's encoding (unique_id.h) include this header, never the reverse.
 #pragma once
 #include <atomic>
 #include <chrono>

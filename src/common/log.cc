@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "src/common/env.h"
+#include "src/common/knobs.h"
 
 namespace weft::log {
 namespace {

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "src/common/error.h"
-#include "src/topo/topology.h"
 
 namespace weft::topo {
 

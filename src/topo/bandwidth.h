@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
-namespace weft::topo {
+#include "src/topo/node_info.h"
 
-struct CpuInfo;
+namespace weft::topo {
 
 struct LinkRates {
   std::string name = "nominal";

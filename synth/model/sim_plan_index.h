@@ -10,7 +10,7 @@
 
 #include "src/plan/plan.h"
 #include "synth/model/fabric.h"
-#include "synth/model/simulator.h"
+#include "synth/model/sim_options.h"
 
 namespace weft::synth::sim {
 

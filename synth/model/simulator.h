@@ -19,21 +19,9 @@
 #include "src/plan/chunk_plan.h"
 #include "src/plan/plan.h"
 #include "synth/model/fabric.h"
+#include "synth/model/sim_options.h"
 
 namespace weft::synth {
-
-struct SimOptions {
-  uint64_t sliceBytes = 128 * 1024;  // pipelining unit (the executor's FIFO slot size)
-  int fifoSlots = 8;                 // slots per (sender, receiver, channel) FIFO
-  // Steps with more slices than this use proportionally larger slices (fewer events); the
-  // pipeline fill this adds is under 1% while chains are shorter than maxSlicesPerStep / 100.
-  uint64_t maxSlicesPerStep = 1024;
-  double stepOverheadUs = 0;  // software cost of starting any step
-  double localBw = 0;         // GB/s of copy / reduce steps; 0 = free
-  // Lanes share a link in proportion to their plan::Lane::share (weighted max-min); false: every
-  // transfer counts the same whatever its lane's share.
-  bool laneShares = true;
-};
 
 struct StepId {
   int rank = -1, lane = -1, step = -1;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "synth/model/fabric.h"
-#include "synth/pack/pack_plan.h"
+#include "synth/pack/pack_plan_options.h"
 #include "synth/pack/packing.h"
 #include "synth/search/forest_plan.h"
 

@@ -46,6 +46,41 @@ class CheckTreeTest(unittest.TestCase):
         self.write("include/nccl.h", '#include "src/a/y.h"\n')
         self.assertEqual(run(self.root, "include_cycles"), (0, []))
 
+    def test_unit_cycle_is_reported_at_each_include_of_it(self):
+        # a.cc -> b.h and b.cc -> a_internal.h: no file cycle, but units a and b include each other.
+        self.write("src/a.h", "int a();\n")
+        self.write("src/a_internal.h", '#include "src/a.h"\n')
+        self.write("src/a.cc", '#include "src/a_internal.h"\n#include "src/b.h"\n')
+        self.write("src/b.h", "int b();\n")
+        self.write("src/b.cc", '#include "src/b.h"\n#include "src/a_internal.h"\n')
+        self.assertEqual(run(self.root, "include_cycles"), (0, []))
+        rc, out = run(self.root, "unit_cycles")
+        self.assertEqual(rc, 1)
+        self.assertEqual(sorted(line.split(": ")[0] for line in out), ["src/a.cc:2", "src/b.cc:2"])
+        self.assertIn("unit cycle: src/a -> src/b -> src/a", out[0])
+
+    def test_units_without_cycle_pass(self):
+        self.write("src/a.h", "int a();\n")
+        self.write("src/a.cc", '#include "src/a.h"\n#include "src/b.h"\n')
+        self.write("src/b.h", "int b();\n")
+        self.write("src/b.cc", '#include "src/b.h"\n')
+        self.assertEqual(run(self.root, "unit_cycles"), (0, []))
+
+    def test_unit_cycle_of_allowed_units_passes_and_a_listed_unit_out_of_cycles_fails(self):
+        self.write("src/core/communicator.h", '#include "src/core/rank_gpu.h"\n')
+        self.write("src/core/rank_gpu.h", "int r;\n")
+        self.write("src/core/rank_gpu.cc", '#include "src/core/communicator.h"\n')
+        self.write("src/core/device_calls.h", '#include "src/core/device_kernels.h"\n')
+        self.write("src/core/device_kernels.h", "int k;\n")
+        self.write("src/core/device_kernels.cc", '#include "src/core/device_calls.h"\n')
+        self.assertEqual(run(self.root, "unit_cycles"), (0, []))
+        self.write("src/core/device_kernels.cc", "int k;\n")
+        rc, out = run(self.root, "unit_cycles")
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(out), 2)
+        self.assertTrue(all("is no longer in a unit cycle" in line for line in out))
+        self.assertTrue(out[0].startswith("scripts/check_tree.py:"))
+
     def test_long_source_file_fails_only_under_src_and_transports(self):
         self.write("src/long.cc", "int x;\n" * 601)
         self.write("src/fits.cc", "int x;\n" * 600)

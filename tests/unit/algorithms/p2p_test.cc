@@ -1,8 +1,9 @@
 // p2pProgram: one lane per (peer, direction) keeping order, self send/recv pairs become copies;
 // whole groups across ranks pass the verifier.
+#include "algorithms/p2p/p2p.h"
+
 #include <gtest/gtest.h>
 
-#include "algorithms/registry.h"
 #include "src/common/error.h"
 #include "src/plan/verifier.h"
 

@@ -1,12 +1,13 @@
-// generateUniqueId, describe and the rank side of the rendezvous.
-#include "src/bootstrap/bootstrap.h"
-
+// The rendezvous behind the Bootstrap interface (bootstrap.h): generateUniqueId, describe and the
+// rank side, which ends in a TcpBootstrap. It sits above both the interface and its TCP
+// implementation, which is why it is a unit of its own rather than bootstrap.h's.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/tcp_bootstrap.h"
