@@ -47,8 +47,9 @@ step() {  # step NAME LOG COMMAND...: runs it (output also into LOG), records wa
   local name=$1 log=$2 start=$SECONDS status=0
   shift 2
   echo "=== check-fresh: $name"
-  "$@" 2>&1 | tee "$log" | grep --line-buffered -E '^(=== |installing: |.*tests passed|The following tests)' || true
-  status=${PIPESTATUS[0]}
+  "$@" 2>&1 | tee "$log" | grep --line-buffered -E '^(=== |installing: |.*tests passed|The following tests)'
+  local codes=("${PIPESTATUS[@]}")
+  status=${codes[0]}
   summary+=("$(printf '%-12s %5d s  exit %d' "$name" $((SECONDS - start)) "$status")")
   [ "$status" -eq 0 ] || { failed=1; tail -30 "$log"; }
   return "$status"
