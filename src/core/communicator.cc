@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -78,7 +77,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   gpu_ = std::make_unique<GpuPath>(*deviceView_, cfg.cudaDevice, cfg.cudaBusId);
 
   std::vector<InitInfo> infos(nranks);
-  infos[rank].peer = transport::localPeerInfo(rank);
+  infos[rank].peer = transport::localPeerInfo(rank, tuning_);
   // Transports that listen for peers (tcp) publish their address before the allgather.
   ctx_.commHash = commHash_;
   ctx_.rank = rank;
@@ -164,8 +163,9 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   me.nranks = nranks;
   me.hostHash = peers_[rank].hostHash;
   topology_ = std::make_shared<const topo::SystemTopology>(topo::buildSystemTopology(
-      me, topo::variableAllgather(rank, nranks,
-                                  [this](void* d, size_t n) { boot_->allgather(d, n); })));
+      me,
+      topo::variableAllgather(rank, nranks, [this](void* d, size_t n) { boot_->allgather(d, n); }),
+      tuning_));
   topo::reportAtInit(*topology_, rank, tuning_);
 
   PlanMakerSetup plans;
@@ -182,7 +182,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
     std::call_once(envOnce, [] { env::dump(); });
     WEFT_INFO(INIT, "%s", describe().c_str());
     WEFT_INFO(ENV, "%s", tuning_.describe().c_str());
-    WEFT_INFO(TUNING, "%s", planMaker_->selector().table().c_str());
+    WEFT_INFO(TUNING, "%s", planMaker_->selectorTable().c_str());
   }
 }
 

@@ -15,10 +15,13 @@
 #include "src/core/comm_config.h"
 #include "src/core/scratch_pool.h"
 #include "src/exec/executor.h"
-#include "src/select/selector.h"
 #include "src/topo/system.h"
 #include "transports/base/transport.h"
 #include "transports/shm/rank_bell.h"
+
+namespace weft::select {
+struct Choice;
+}
 
 namespace weft::core {
 

@@ -9,6 +9,7 @@
 #include "src/core/communicator.h"
 #include "src/core/plan_maker.h"
 #include "src/plan/chunk_plan.h"
+#include "src/select/selector.h"
 
 namespace weft::core {
 namespace {

@@ -308,7 +308,8 @@ Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
   auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
       std::move(tasks), std::move(comms));
   return static_cast<exec::HostStream*>(stream)->enqueue(
-      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); }, why);
+      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); }, why,
+      call.comm->tuning());
 }
 
 Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
@@ -364,7 +365,8 @@ Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
               std::move(tasks), std::move(comms));
       std::string msg;
       const Status st = static_cast<exec::HostStream*>(stream)->enqueue(
-          [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg);
+          [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg,
+          shared->second.front()->tuning());
       if (st != Status::kSuccess && first == Status::kSuccess) {
         first = st;
         *why = msg;

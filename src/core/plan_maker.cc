@@ -7,6 +7,7 @@
 #include "src/common/log.h"
 #include "src/core/synth_plans.h"
 #include "src/select/plan_library.h"
+#include "src/select/selector.h"
 #include "synth/auto/rank_fabric.h"
 #include "synth/model/simulator.h"
 
@@ -51,6 +52,8 @@ PlanMaker::PlanMaker(const PlanMakerSetup& setup, const Tuning& tuning,
 }
 
 PlanMaker::~PlanMaker() = default;
+
+std::string PlanMaker::selectorTable() const { return selector_->table(); }
 
 void PlanMaker::attachSynthesizedPlans(bootstrap::Bootstrap& boot, const std::string& cacheDir) {
   // Synthesis is an optimisation: whatever goes wrong, init goes on with the built-in plans.

@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "src/common/tuning.h"
-#include "src/select/selector.h"
+#include "src/plan/plan.h"
 #include "src/topo/system.h"
 
+namespace weft::select {
+class Selector;
+}
 namespace weft::synth {
 struct Fabric;
 }
@@ -48,7 +51,8 @@ class PlanMaker {
   PlanMaker& operator=(const PlanMaker&) = delete;
 
   select::Selector& selector() { return *selector_; }
-  const select::Selector& selector() const { return *selector_; }
+  // The selector's table of choices, for the init log.
+  std::string selectorTable() const;
   // Where the synthesized plans came from ("" when synthesis is off or nothing won).
   const std::string& synthOrigin() const { return synthOrigin_; }
 
