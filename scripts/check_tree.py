@@ -7,7 +7,7 @@ found one (2 on a usage error). Checks:
   include_cycles  no cycle among the project's own files through `#include "..."` lines
                   (paths from the repository root, or include/ for the public headers)
   unit_cycles     no cycle among units (a .cc with its .h and its _internal.h) through those
-                  lines, except among the units of UNIT_CYCLE_ALLOWED
+                  lines
   file_length     no source file under src/ or transports/ longer than MAX_LINES lines
   env_reads       getenv / env::get* / env::isSet only in the files of ENV_READERS
   transport_base  transports/base/ holds interfaces: no .cc other than TRANSPORT_BASE_SOURCES
@@ -62,16 +62,9 @@ ENV_DIRS = ["include", "src", "transports", "algorithms", "synth"]
 # is the interface every transport implements; shared machinery lives elsewhere.
 TRANSPORT_BASE_SOURCES = []
 
-# unit_cycles: units still in a cycle; the list only shrinks. A unit is a path without its
-# suffix (and without "_internal"): src/core/communicator is communicator.cc, communicator.h and
-# communicator_internal.h. A cycle passes only when every unit in it is listed here, and a listed
-# unit that is in the tree but no longer in a cycle must leave the list.
-UNIT_CYCLE_ALLOWED = [
-    "src/core/communicator",
-    "src/core/device_calls",
-    "src/core/device_kernels",
-    "src/core/rank_gpu",
-]
+# unit_cycles: a unit is a path without its suffix (and without "_internal"):
+# src/core/communicator is communicator.cc, communicator.h and communicator_internal.h. No two
+# units may depend on each other, directly or through others.
 
 # file_length: the folders it covers and the limit.
 LENGTH_DIRS = ["src", "transports"]
@@ -83,9 +76,9 @@ FORMAT_DIRS = ["include", "src", "transports", "algorithms", "synth", "perf", "t
 SOURCE_SUFFIXES = (".cc", ".h", ".c", ".cu", ".cuh", ".inc", ".hpp", ".cpp")
 
 # tuning_source: the one file of the library (ENV_DIRS) that calls Tuning::fromEnvironment(),
-# besides tuning.{h,cc} themselves: communicator init reads the environment once and passes the
-# Tuning down; defaults are never read from the environment anywhere else.
-TUNING_SOURCE = "src/core/communicator.cc"
+# besides tuning.{h,cc} themselves: the init-time config reads the environment once and init
+# passes the Tuning down; defaults are never read from the environment anywhere else.
+TUNING_SOURCE = "src/core/comm_config.cc"
 
 # core_parts: include prefixes src/core/communicator.cc may not use. A communicator owns its parts
 # (plan making, device work) through their own modules; it does not build fabrics, simulate plans
@@ -266,32 +259,13 @@ def unit_graph(tree):
 
 def check_unit_cycles(tree):
     graph = unit_graph(tree)
-    allowed = set(UNIT_CYCLE_ALLOWED)
-    in_cycles = set()
     problems = []
     for component in strongly_connected(graph):
-        in_cycles.update(component)
-        if all(unit in allowed for unit in component):
-            continue
         cycle = cycle_through(graph, component)
         chain = " -> ".join([unit for unit, _ in cycle] + [cycle[0][0]])
-        new = ", ".join(unit for unit in component if unit not in allowed)
         for _, (f, number) in cycle:
-            problems.append(f"{f}:{number}: unit cycle: {chain} (not in UNIT_CYCLE_ALLOWED: {new})")
-    for unit in UNIT_CYCLE_ALLOWED:
-        if unit in graph and unit not in in_cycles:
-            problems.append(f"{allow_list_line(unit)}: {unit} is no longer in a unit cycle: remove "
-                            "it from UNIT_CYCLE_ALLOWED")
+            problems.append(f"{f}:{number}: unit cycle: {chain}")
     return problems
-
-
-def allow_list_line(unit):
-    """scripts/check_tree.py:N, N the line of `unit` in UNIT_CYCLE_ALLOWED."""
-    with open(__file__, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip() == f'"{unit}",':
-                return f"scripts/check_tree.py:{number}"
-    return "scripts/check_tree.py:1"
 
 
 # --- file_length ------------------------------------------------------------------------------

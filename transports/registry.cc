@@ -51,7 +51,7 @@ void publishEndpoints(ConnectContext* ctx, PeerInfo* self) {
     if (t != tcp && t->enabled(tuning)) t->publish(ctx, self);
 }
 
-PeerInfo localPeerInfo(int rank) {
+PeerInfo localPeerInfo(int rank, const Tuning& tuning) {
   // Computed per call, never cached: a forked child is a different process with the same memory.
   std::ifstream stat("/proc/self/stat");
   std::string line;
@@ -67,7 +67,7 @@ PeerInfo localPeerInfo(int rank) {
   PeerInfo p;
   p.rank = rank;
   p.pid = getpid();
-  p.hostHash = hostHash();
+  p.hostHash = hostHash(tuning.hostId);
   p.processHash = fnv1a(std::to_string(p.hostHash) + ":" + std::to_string(p.pid) + ":" + startTime);
   return p;
 }

@@ -14,8 +14,8 @@ const std::vector<Transport*>& transports();
 // The first transport enabled under `tuning` that can link `self` and `peer`; throws if none can.
 Transport& pickTransport(const PeerInfo& self, const PeerInfo& peer, const Tuning& tuning);
 
-// This process's identity.
-PeerInfo localPeerInfo(int rank);
+// This process's identity (its host as weft::hostHash names it with `tuning`'s WEFT_HOST_ID).
+PeerInfo localPeerInfo(int rank, const Tuning& tuning);
 
 // Runs publish() of every enabled transport (ctx needs commHash, rank, nranks and tuning).
 void publishEndpoints(ConnectContext* ctx, PeerInfo* self);

@@ -156,7 +156,7 @@ WEFT_API(ncclResult_t, ncclGetVersion, (int* version)) {
 WEFT_API(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId)) {
   return guard("ncclGetUniqueId", [&](std::string*) {
     if (!uniqueId) fail(Status::kInvalidArgument, "uniqueId is NULL");
-    bootstrap::UniqueIdBytes id = bootstrap::generateUniqueId();
+    bootstrap::UniqueIdBytes id = bootstrap::generateUniqueId(core::configFromEnv().tuning);
     std::memcpy(uniqueId->internal, id.bytes, sizeof(id.bytes));
     return Status::kSuccess;
   });
@@ -191,7 +191,7 @@ WEFT_API(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int ndev, const int
     if (!comms) fail(Status::kInvalidArgument, "comms is NULL");
     if (ndev < 1) fail(Status::kInvalidArgument, "ndev must be >= 1, got " + std::to_string(ndev));
     ncclUniqueId id;
-    bootstrap::UniqueIdBytes raw = bootstrap::generateUniqueId();
+    bootstrap::UniqueIdBytes raw = bootstrap::generateUniqueId(core::configFromEnv().tuning);
     std::memcpy(id.internal, raw.bytes, sizeof(raw.bytes));
     core::groupStart();
     Status st = Status::kSuccess;

@@ -106,7 +106,8 @@ static exec::HostStream* hostStream(cudaStream_t stream) {
 WEFT_EXPORT ncclResult_t weftStreamCreate(cudaStream_t* stream) {
   return guard("weftStreamCreate", [&](std::string*) {
     if (!stream) fail(Status::kInvalidArgument, "stream is NULL");
-    *stream = reinterpret_cast<cudaStream_t>(new exec::HostStream(Tuning::fromEnvironment()));
+    // Tuning's defaults until a communicator's call brings its own (HostStream::enqueue).
+    *stream = reinterpret_cast<cudaStream_t>(new exec::HostStream(Tuning{}));
     return Status::kSuccess;
   });
 }

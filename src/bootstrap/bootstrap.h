@@ -27,7 +27,7 @@ struct UniqueIdBytes {
 // then exits) on NCCL_COMM_ID's address if set, else on the first usable interface (loopback as a
 // last resort), and a random 32-byte secret.
 // `tuning` gives NCCL_COMM_ID, NCCL_SOCKET_IFNAME and the root's timeout.
-UniqueIdBytes generateUniqueId(const Tuning& tuning = Tuning::fromEnvironment());
+UniqueIdBytes generateUniqueId(const Tuning& tuning);
 
 // Decoded id, for logs and tests.
 struct IdInfo {
@@ -41,9 +41,9 @@ class Bootstrap {
   // Joins the rendezvous of `id` as `rank` of `nranks`. Throws weft::Error on timeout, a bad id,
   // nranks mismatch or duplicate ranks. `timeout` bounds the whole rendezvous, `callTimeout`
   // each later exchange (allgather, barrier, send/recv).
-  static std::unique_ptr<Bootstrap> create(
-      const UniqueIdBytes& id, int rank, int nranks, std::chrono::milliseconds timeout,
-      std::chrono::milliseconds callTimeout = Tuning::fromEnvironment().timeout);
+  static std::unique_ptr<Bootstrap> create(const UniqueIdBytes& id, int rank, int nranks,
+                                           std::chrono::milliseconds timeout,
+                                           std::chrono::milliseconds callTimeout);
   virtual ~Bootstrap() = default;
 
   virtual int rank() const = 0;

@@ -14,8 +14,7 @@ uint64_t fnv1a(std::string_view text);
 
 // fnv1a(hostname + boot id), with "/" + hostId appended to the text when it is not empty:
 // network-namespace "hosts" share hostname and boot id, and WEFT_HOST_ID (Tuning::hostId) tells
-// them apart. By default the knob as the environment gives it now, since a forked test process
-// may set it after its parent's first call.
-uint64_t hostHash(const std::string& hostId = Tuning::fromEnvironment().hostId);
+// them apart: `hostId` is the knob as the caller's tuning gives it.
+uint64_t hostHash(const std::string& hostId);
 
 }  // namespace weft

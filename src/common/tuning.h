@@ -1,6 +1,6 @@
 // Tuning: every value that decides how Weft moves data, as one plain struct. A communicator
-// fills it once at init (Tuning::fromEnvironment() reads the knob registry, then init adds what
-// it learns about the host) and passes it down: the executor, the waiting policy and the
+// fills it once at init (src/core/comm_config.h reads the knob registry, then init adds what it
+// learns about the host) and passes it down: the executor, the waiting policy and the
 // transports read their thresholds here, never from the environment or a process global, so
 // two communicators of one process may differ and a test sets a value by building a Tuning.
 // What each value means is documented with its knob in src/common/env.cc; the reasons behind

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -11,14 +10,11 @@
 #include "src/common/env.h"
 #include "src/common/log.h"
 #include "src/common/reduce.h"
+#include "src/core/comm_view.h"
 #include "src/core/cpu_placement.h"
-#include "src/core/device_world.h"
-#include "src/core/memory.h"
-#include "src/core/rank_gpu.h"
-#include "src/core/synth_plans.h"
+#include "src/core/gpu_path.h"
+#include "src/core/plan_maker.h"
 #include "src/plan/chunk_plan.h"
-#include "synth/auto/rank_fabric.h"
-#include "synth/model/simulator.h"
 #include "transports/base/registration.h"
 #include "transports/registry.h"
 #include "transports/shm/fifo.h"
@@ -26,11 +22,26 @@
 
 namespace weft::core {
 
-CommConfig configFromEnv() {
-  CommConfig c;
-  c.tuning = Tuning::fromEnvironment();
-  return c;
-}
+// The communicator as its device path sees it.
+class Communicator::DeviceView final : public CommView {
+ public:
+  explicit DeviceView(Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  uint64_t commHash() const override { return comm_.commHash(); }
+  const Tuning& tuning() const override { return comm_.tuning(); }
+  bool allRanksOnThisHost() const override { return comm_.allRanksOnThisHost(); }
+  bool peerInThisProcess(int r) const override { return comm_.peerInThisProcess(r); }
+  bootstrap::Bootstrap& bootstrap() override { return comm_.bootstrap(); }
+  exec::Work p2pWork(const std::vector<Call>& calls) override { return comm_.p2pWork(calls); }
+  std::shared_ptr<const plan::Plan> planForDevice(const Call& call) override {
+    return comm_.planForDevice(call);
+  }
+  Scalar preMulScalar(int op) const override { return comm_.preMulScalar(op); }
+
+ private:
+  Communicator& comm_;
+};
 
 namespace {
 
@@ -39,7 +50,7 @@ struct InitInfo {
   transport::PeerInfo peer;
   uint64_t slotBytes;
   uint32_t slots;
-  uint32_t synthMode;  // WEFT_SYNTH (synth_plans.h); rank 0's applies to every rank
+  uint32_t synthMode;  // WEFT_SYNTH (PlanMaker::synthesisMode); rank 0's applies to every rank
   CpuMask cpus;        // the process's affinity (cpu_placement.h)
   char cudaBusId[20];  // the rank's GPU (CommConfig::cudaBusId), "" where none
 };
@@ -62,9 +73,11 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   static std::atomic<uint64_t> serials{0};
   serial_ = ++serials;
   bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
+  deviceView_ = std::make_unique<DeviceView>(*this);
+  gpu_ = std::make_unique<GpuPath>(*deviceView_, cfg.cudaDevice, cfg.cudaBusId);
 
   std::vector<InitInfo> infos(nranks);
-  infos[rank].peer = transport::localPeerInfo(rank);
+  infos[rank].peer = transport::localPeerInfo(rank, tuning_);
   // Transports that listen for peers (tcp) publish their address before the allgather.
   ctx_.commHash = commHash_;
   ctx_.rank = rank;
@@ -74,28 +87,20 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   transport::publishEndpoints(&ctx_, &infos[rank].peer);
   infos[rank].slotBytes = tuning_.slotBytes;
   infos[rank].slots = tuning_.slots;
-  infos[rank].synthMode = synthesisMode(tuning_);
+  infos[rank].synthMode = PlanMaker::synthesisMode(tuning_);
   infos[rank].cpus = CpuMask::ofThisProcess();
   std::memset(infos[rank].cudaBusId, 0, sizeof(infos[rank].cudaBusId));
   std::memcpy(infos[rank].cudaBusId, cfg.cudaBusId.data(),
               std::min(cfg.cudaBusId.size(), sizeof(infos[rank].cudaBusId) - 1));
   boot_->allgather(infos.data(), sizeof(InitInfo));
+  std::vector<std::string> busIds;
   for (auto& i : infos) {
     peers_.push_back(i.peer);
     i.cudaBusId[sizeof(i.cudaBusId) - 1] = 0;
-    cudaBusIds_.emplace_back(i.cudaBusId);
+    busIds.emplace_back(i.cudaBusId);
   }
-  // Whether the ranks' GPUs reach each other's memory: each rank asks for its own GPU, and all
-  // agree on the table (asked only where every rank has a GPU, so every rank takes part).
-  if (std::none_of(cudaBusIds_.begin(), cudaBusIds_.end(),
-                   [](const std::string& b) { return b.empty(); })) {
-    std::vector<uint8_t> reach(static_cast<size_t>(nranks) * nranks, 0);
-    for (int r = 0; r < nranks; ++r)
-      reach[static_cast<size_t>(rank) * nranks + r] =
-          gpuReaches(cfg.cudaDevice, cfg.cudaBusId, cudaBusIds_[r]) ? 1 : 0;
-    boot_->allgather(reach.data(), static_cast<size_t>(nranks));
-    gpusReachEachOther_ = std::all_of(reach.begin(), reach.end(), [](uint8_t v) { return v; });
-  }
+  // Whether the ranks' GPUs reach each other's memory, agreed on by every rank.
+  gpu_->agreeOnGpus(std::move(busIds), *boot_);
   // Map every peer's doorbell now, then drop the names: a crashed process leaves nothing behind.
   peerBells_.resize(nranks);
   peerFailures_.assign(nranks, nullptr);
@@ -148,7 +153,6 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   ctx_.slots = std::clamp<uint32_t>(infos[0].slots, 2, transport::kMaxSlots);
   tuning_.slotBytes = ctx_.slotBytes;
   tuning_.slots = ctx_.slots;
-  synthMode_ = infos[0].synthMode;
   ctx_.timeout = tuning_.timeout;
   sendSeq_.assign(nranks, 0);
   recvSeq_.assign(nranks, 0);
@@ -159,119 +163,44 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   me.nranks = nranks;
   me.hostHash = peers_[rank].hostHash;
   topology_ = std::make_shared<const topo::SystemTopology>(topo::buildSystemTopology(
-      me, topo::variableAllgather(rank, nranks,
-                                  [this](void* d, size_t n) { boot_->allgather(d, n); })));
+      me,
+      topo::variableAllgather(rank, nranks, [this](void* d, size_t n) { boot_->allgather(d, n); }),
+      tuning_));
   topo::reportAtInit(*topology_, rank, tuning_);
 
-  select::LinkModel model;
-  selector_ = std::make_unique<select::Selector>(nranks, model, select::AlgoFilter(tuning_.algo));
-  // MSCCL XML plans from MSCCL_ALGO_DIR / WEFT_PLAN_DIR (read once per process).
-  if (auto library = select::libraryFromEnvironment(tuning_); !library->empty())
-    selector_->setLibrary(std::move(library), ctx_.slotBytes);
-  {
-    // Ranks on several hosts: the selector also weighs hierarchical plans, with a network model.
-    std::vector<int> hostOf(nranks);
-    std::vector<uint64_t> hosts;
-    for (int r = 0; r < nranks; ++r) {
-      auto it = std::find(hosts.begin(), hosts.end(), peers_[r].hostHash);
-      hostOf[r] = static_cast<int>(it - hosts.begin());
-      if (it == hosts.end()) hosts.push_back(peers_[r].hostHash);
-    }
-    select::LinkModel net;
-    net.alphaUs = tuning_.netLatencyUs;
-    // WEFT_NET_GBPS if set, else what the topology found between hosts (GB/s), else the default.
-    double gbps = tuning_.netGbps;
-    if (double bw = topology_->minInterHostBandwidth(); bw > 0 && !tuning_.netGbpsSet)
-      gbps = bw * 8;
-    net.betaUsPerByte = 1.0 / (std::max(0.001, gbps) * 125.0);
-    selector_->setHosts(hostOf, net);
-  }
-  selector_->setSharedCores(sharedCores);
-  selector_->setCores(std::move(coreOf));
-  if (synthesisEnabled(synthMode_, *topology_)) attachSynthesizedPlans();
+  PlanMakerSetup plans;
+  plans.rank = rank;
+  plans.nranks = nranks;
+  plans.slotBytes = ctx_.slotBytes;
+  for (const transport::PeerInfo& p : peers_) plans.hostHashes.push_back(p.hostHash);
+  plans.sharedCores = sharedCores;
+  plans.coreOf = std::move(coreOf);
+  plans.synthMode = infos[0].synthMode;
+  planMaker_ = std::make_unique<PlanMaker>(plans, tuning_, topology_, *boot_);
   if (rank == 0) {
     static std::once_flag envOnce;
     std::call_once(envOnce, [] { env::dump(); });
     WEFT_INFO(INIT, "%s", describe().c_str());
     WEFT_INFO(ENV, "%s", tuning_.describe().c_str());
-    WEFT_INFO(TUNING, "%s", selector_->table().c_str());
+    WEFT_INFO(TUNING, "%s", planMaker_->selectorTable().c_str());
   }
-}
-
-void Communicator::attachSynthesizedPlans() {
-  // Synthesis is an optimisation: whatever goes wrong, init goes on with the built-in plans.
-  SynthPlans plans;
-  std::string skipped;
-  try {
-    std::string why;
-    if (std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why))
-      plans = synthesizedPlans(*f, tuning_.synthCacheDir);
-    else
-      skipped = why;
-  } catch (const std::exception& e) {
-    skipped = e.what();
-  }
-  // Every rank must run the same plans (processes synthesize on their own; a time budget or a
-  // cache can make them differ): keep them only when every rank holds the same.
-  std::vector<uint64_t> digests(nranks_);
-  digests[rank_] = plans.digest;
-  boot_->allgather(digests.data(), sizeof(uint64_t));
-  for (uint64_t d : digests)
-    if (d != digests[0]) {
-      if (rank_ == 0)
-        WEFT_INFO(INIT, "synthesized plans: not used (ranks synthesized different plans)");
-      return;
-    }
-  if (rank_ != 0) {
-    if (plans.library) {
-      synthOrigin_ = plans.origin;
-      selector_->setSynthesized(plans.library, ctx_.slotBytes);
-    }
-    return;
-  }
-  if (!skipped.empty()) {
-    WEFT_INFO(INIT, "synthesized plans: none (%s)", skipped.c_str());
-    return;
-  }
-  if (!plans.notes.empty()) WEFT_INFO(INIT, "synthesized plans: %s", plans.notes.c_str());
-  if (!plans.library) {
-    WEFT_INFO(INIT, "synthesized plans: none beats the ring (%s)", plans.origin.c_str());
-    return;
-  }
-  synthOrigin_ = plans.origin;
-  selector_->setSynthesized(plans.library, ctx_.slotBytes);
-  WEFT_INFO(INIT, "synthesized plans from %s:\n%s", plans.origin.c_str(),
-            plans.library->describe().c_str());
-}
-
-const synth::Fabric& Communicator::fabric() {
-  std::call_once(fabricOnce_, [this] {
-    std::string why;
-    if (std::optional<synth::Fabric> f = synth::fabricForRanks(*topology_, &why)) {
-      fabric_ = std::make_unique<synth::Fabric>(std::move(*f));
-    } else {
-      const select::LinkModel model;
-      fabric_ = std::make_unique<synth::Fabric>(
-          synth::fullyConnectedFabric(nranks_, 1.0 / (model.betaUsPerByte * 1e3), model.alphaUs));
-    }
-  });
-  return *fabric_;
 }
 
 double Communicator::estimateUs(const Call& call) {
   if (call.coll == plan::Collective::kSendRecv) {
     if (!call.isSend || call.root == rank_ || call.root < 0 || call.root >= nranks_) return 0;
-    const synth::Fabric& f = fabric();
     const double bytes = static_cast<double>(call.count) * dataTypeSize(call.type);
-    return f.routeLatencyUs(rank_, call.root) + bytes / (f.routeBw(rank_, call.root) * 1e3);
+    return planMaker_->transferUs(rank_, call.root, bytes);
   }
   bool inPlace = false;
   std::shared_ptr<const plan::Plan> p = planForCall(call, &inPlace);
-  return synth::simulate(*p, fabric()).timeUs;
+  return planMaker_->planUs(*p);
 }
 
+const std::string& Communicator::synthOrigin() const { return planMaker_->synthOrigin(); }
+
 Communicator::~Communicator() {
-  endDeviceCalls();
+  gpu_->end();
   {
     std::lock_guard<std::mutex> lock(connMu_);
     for (int i = 0; fastConns_ && i < nranks_ * kFastChannels; ++i) fastConns_[i].store(nullptr);
@@ -284,43 +213,7 @@ Communicator::~Communicator() {
   }
   boot_.reset();
   // Device buffers registered with this communicator are forgotten with it, as NCCL's are.
-  dropDeviceRegistrations(this);
-}
-
-DeviceCallState& Communicator::deviceCalls(const cuda::DriverApi& api) {
-  std::lock_guard<std::mutex> lock(deviceMu_);
-  if (!deviceCalls_) deviceCalls_ = std::make_unique<DeviceCallState>(api, tuning_, rank_);
-  return *deviceCalls_;
-}
-
-void Communicator::endDeviceCalls() {
-  std::unique_ptr<DeviceCallState> ending;
-  std::unique_ptr<DeviceKernelRank> kernels;
-  {
-    std::lock_guard<std::mutex> lock(deviceMu_);
-    ending = std::move(deviceCalls_);
-    kernels = std::move(deviceKernels_);
-  }
-}
-
-DeviceKernelRank* Communicator::deviceKernels(const cuda::DriverApi& api) {
-  std::lock_guard<std::mutex> lock(deviceMu_);
-  if (kernelsDecided_) return deviceKernels_.get();
-  std::string why;
-  deviceKernels_ = DeviceKernelRank::make(api, *this, cfg_.cudaDevice, cudaBusIds_, &why);
-  kernelsDecided_ = true;
-  if (deviceKernels_)
-    WEFT_INFO(INIT, "rank %d: calls on device memory run in the device interpreter's kernel",
-              rank_);
-  else
-    WEFT_INFO(INIT, "rank %d: calls on device memory are staged through host memory: %s", rank_,
-              why.c_str());
-  return deviceKernels_.get();
-}
-
-DeviceKernelRank* Communicator::kernelRank() {
-  std::lock_guard<std::mutex> lock(deviceMu_);
-  return deviceKernels_.get();
+  GpuPath::dropRegistrations(this);
 }
 
 bool Communicator::allRanksOnThisHost() const {
@@ -332,11 +225,7 @@ bool Communicator::allRanksOnThisHost() const {
 Status Communicator::pollAsyncError() {
   if (asyncError() == Status::kSuccess) {
     std::string why;
-    Status st = Status::kSuccess;
-    {
-      std::lock_guard<std::mutex> lock(deviceMu_);
-      if (deviceKernels_) st = deviceKernels_->failure(&why);
-    }
+    const Status st = gpu_->failure(&why);
     if (st != Status::kSuccess) recordError(st, why);
   }
   return asyncError();
@@ -502,7 +391,7 @@ void Communicator::awaitPeersOutOfMemory(std::chrono::milliseconds timeout) {
 void Communicator::abort() {
   aborted_.store(true);
   // Ends this rank's launches and its peers' in this process, even if it never called itself.
-  DeviceWorld::raiseAbortOf(commHash_);
+  gpu_->raiseAbort();
   if (boot_) boot_->abort();
   announceFailure(rank_);
 }
@@ -510,7 +399,7 @@ void Communicator::abort() {
 void Communicator::abortDataPath() {
   aborted_.store(true);
   // Ends this rank's launches and its peers' in this process, even if it never called itself.
-  DeviceWorld::raiseAbortOf(commHash_);
+  gpu_->raiseAbort();
   announceFailure(rank_);
 }
 

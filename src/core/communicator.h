@@ -12,30 +12,21 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/tuning.h"
 #include "src/core/call.h"
-#include "src/core/device_calls.h"
-#include "src/core/device_kernels.h"
+#include "src/core/comm_config.h"
 #include "src/core/scratch_pool.h"
 #include "src/exec/executor.h"
-#include "src/select/selector.h"
 #include "src/topo/system.h"
-#include "synth/model/fabric.h"
 #include "transports/base/transport.h"
 #include "transports/shm/rank_bell.h"
 
+namespace weft::select {
+struct Choice;
+}
+
 namespace weft::core {
 
-struct CommConfig {
-  bool blocking = true;
-  std::string name;
-  // Knob values as the environment gives them (Tuning::fromEnvironment()); init adds what it
-  // learns about the host and rank 0's FIFO geometry, and the communicator's tuning() is that.
-  Tuning tuning;
-  // The rank's GPU (noteCudaDevice): its ordinal in this process (-1: none) and PCI bus id,
-  // which names it across processes ("" where none). Children of a split inherit it.
-  int cudaDevice = -1;
-  std::string cudaBusId;
-};
-CommConfig configFromEnv();
+class GpuPath;
+class PlanMaker;
 
 class Communicator : public exec::ConnectionSource {
  public:
@@ -120,25 +111,13 @@ class Communicator : public exec::ConnectionSource {
   // peer reads this rank's memory in place any more (Connection::awaitPeerOutOfMemory).
   void awaitPeersOutOfMemory(std::chrono::milliseconds timeout);
 
-  // Calls on device memory (src/core/device_calls.h): their workers and staging, made at the
-  // first such call with the CUDA driver `api`.
-  DeviceCallState& deviceCalls(const cuda::DriverApi& api);
-  // Ends them: waits for jobs still on their streams (bounded), joins the workers, and for the
-  // kernel path's launches. Destroy calls it before the links go.
-  void endDeviceCalls();
-  // The kernel path of calls on device memory (src/core/device_kernels.h), decided at the first
-  // such call: null where this communicator stages them instead.
-  DeviceKernelRank* deviceKernels(const cuda::DriverApi& api);
-  // The decision's result once made (null before, or where staged).
-  DeviceKernelRank* kernelRank();
+  // Calls on device memory (src/core/gpu_path.h): the staged and kernel paths, and every
+  // rank's GPU as init found it.
+  GpuPath& gpu() { return *gpu_; }
   // Whether every rank of this communicator lives on this host; whether rank `r` lives in this
   // process.
   bool allRanksOnThisHost() const;
   bool peerInThisProcess(int r) const { return peers_[r].processHash == peers_[rank_].processHash; }
-  // Rank `r`'s GPU at init by PCI bus id ("" where none); whether every rank's GPU can reach
-  // every other's memory (peer access, agreed on at init; false unless every rank has a GPU).
-  const std::string& cudaBusIdOf(int r) const { return cudaBusIds_[r]; }
-  bool gpusReachEachOther() const { return gpusReachEachOther_; }
   // The plan a collective call runs (as collectiveWork chooses it).
   std::shared_ptr<const plan::Plan> planForDevice(const Call& call);
   // The factor of a PreMulSum op handle (createPreMulSum).
@@ -157,23 +136,18 @@ class Communicator : public exec::ConnectionSource {
   // The system topology: every rank's host graph, joined by the network, ranks placed on nodes.
   const topo::SystemTopology& topology() const { return *topology_; }
 
-  // The ranks' fabric for the cost model: from the topology (synth/auto/rank_fabric.h), or,
-  // where the ranks do not map onto it, every pair linked at the selector's default rate.
-  const synth::Fabric& fabric();
-  // The cost model's time for one call in microseconds: the plan the call would run (the same
-  // selection as collectiveWork), simulated on fabric(); nothing is executed. Send / Recv: one
-  // transfer over the route to the peer.
+  // The cost model's time for one call in microseconds (src/core/plan_maker.h): the plan the
+  // call would run (the same selection as collectiveWork), simulated on the ranks' fabric;
+  // nothing is executed. Send / Recv: one transfer over the route to the peer.
   double estimateUs(const Call& call);
   // Where the synthesized plans came from ("" when synthesis is off or nothing won).
-  const std::string& synthOrigin() const { return synthOrigin_; }
+  const std::string& synthOrigin() const;
 
  private:
   const plan::Plan& planFor(const plan::Spec& spec, const select::Choice& choice,
                             std::shared_ptr<const plan::Plan>* holder);
   // The plan of a collective call (cached by shape); sets *inPlace.
   std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
-  void attachSynthesizedPlans();
-  uint32_t synthMode_ = 0;  // rank 0's WEFT_SYNTH
   // Tells the peers this rank gave up because of `causeRank`: marks its failure word, poisons
   // its links naming the cause, and rings the doorbells of the ranks on its host so that those
   // waiting on it look at once.
@@ -196,10 +170,12 @@ class Communicator : public exec::ConnectionSource {
   exec::CoreSharing cores_;
   transport::ConnectContext ctx_;
   std::shared_ptr<const topo::SystemTopology> topology_;
-  std::unique_ptr<select::Selector> selector_;
-  std::string synthOrigin_;
-  std::once_flag fabricOnce_;
-  std::unique_ptr<synth::Fabric> fabric_;
+  std::unique_ptr<PlanMaker> planMaker_;
+  // The communicator as its device path sees it (src/core/comm_view.h), and that path; the view
+  // outlives the path.
+  class DeviceView;
+  std::unique_ptr<DeviceView> deviceView_;
+  std::unique_ptr<GpuPath> gpu_;
 
   std::mutex connMu_;
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;
@@ -249,14 +225,6 @@ class Communicator : public exec::ConnectionSource {
 
   std::mutex regMu_;
   std::unordered_map<void*, size_t> registered_;
-
-  std::mutex deviceMu_;
-  std::unique_ptr<DeviceCallState> deviceCalls_;
-  // Every rank's GPU at init, by PCI bus id ("" where none).
-  std::vector<std::string> cudaBusIds_;
-  bool gpusReachEachOther_ = false;
-  bool kernelsDecided_ = false;
-  std::unique_ptr<DeviceKernelRank> deviceKernels_;
 
   std::atomic<Status> asyncError_{Status::kSuccess};
   std::atomic<bool> aborted_{false};

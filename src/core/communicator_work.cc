@@ -7,7 +7,9 @@
 #include "src/common/log.h"
 #include "src/common/reduce.h"
 #include "src/core/communicator.h"
+#include "src/core/plan_maker.h"
 #include "src/plan/chunk_plan.h"
+#include "src/select/selector.h"
 
 namespace weft::core {
 namespace {
@@ -90,7 +92,8 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
     }
   }
   std::shared_ptr<const plan::Plan> plan;
-  select::Choice choice = selector_->choose(spec, select::CallTraits{inPlace, scalesInput});
+  select::Choice choice =
+      planMaker_->selector().choose(spec, select::CallTraits{inPlace, scalesInput});
   // A ring message must fit one FIFO slot, so plans slice by this communicator's slot size.
   choice.options.sliceElems = ctx_.slotBytes / spec.elemSize;
   planFor(spec, choice, &plan);

@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "src/common/log.h"
-#include "src/core/communicator.h"
 #include "src/exec/host_stream.h"
 
 namespace weft::core {
@@ -158,10 +157,10 @@ void finishJob(void* data) {
 
 // The ranges `calls` read and write, merged where they overlap (an in-place call's send buffer
 // lies inside its receive buffer).
-std::vector<Range> stagedRanges(const std::vector<Call>& calls) {
+std::vector<Range> stagedRanges(const std::vector<Call>& calls, BufferUser useOf) {
   std::vector<Range> ranges;
   for (const Call& c : calls) {
-    const BufferUse use = bufferUse(c, c.comm->rank(), c.comm->size());
+    const BufferUse use = useOf(c);
     if (use.sendBytes > 0)
       ranges.push_back({reinterpret_cast<uintptr_t>(c.send), use.sendBytes, true, false});
     if (use.recvBytes > 0)
@@ -224,11 +223,12 @@ DeviceCallState::~DeviceCallState() {
   s.persistent.clear();
 }
 
-Status DeviceCallState::launch(std::vector<Call> calls, HostRunner runHost, std::string* why) {
+Status DeviceCallState::launch(std::vector<Call> calls, HostRunner runHost, BufferUser useOf,
+                               std::string* why) {
   Shared& s = *shared_;
   const cuda::DriverApi& api = *s.api;
   auto stream = static_cast<CuStream>(calls.front().stream);
-  std::vector<Range> ranges = stagedRanges(calls);
+  std::vector<Range> ranges = stagedRanges(calls, useOf);
   size_t bytes = kFlagBytes;
   for (Range& r : ranges) {
     r.at = bytes;

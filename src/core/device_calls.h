@@ -24,6 +24,9 @@ namespace weft::core {
 
 // Runs staged calls (host pointers, no stream) to the end on the calling thread.
 using HostRunner = Status (*)(std::vector<Call>& calls, std::string* why);
+// Which of a call's buffers its rank reads and writes (bufferUse with the rank and size of the
+// call's communicator).
+using BufferUser = BufferUse (*)(const Call& call);
 
 // Per communicator: the worker threads (one per CUDA stream it was called on) and the pinned
 // staging blocks. Destroying it waits, within the tuning's timeout, for jobs still on their
@@ -36,8 +39,9 @@ class DeviceCallState {
   DeviceCallState(const DeviceCallState&) = delete;
   DeviceCallState& operator=(const DeviceCallState&) = delete;
 
-  // Queues `calls` (device = true, all on one stream) on that stream; see above.
-  Status launch(std::vector<Call> calls, HostRunner runHost, std::string* why);
+  // Queues `calls` (device = true, all on one stream) on that stream; see above. `useOf` tells
+  // which ranges of device memory a call stages.
+  Status launch(std::vector<Call> calls, HostRunner runHost, BufferUser useOf, std::string* why);
 
   struct Shared;  // what jobs on a stream share with this state (outlives it if they do)
 

@@ -7,8 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "src/bootstrap/bootstrap.h"
 #include "src/common/log.h"
-#include "src/core/communicator.h"
 #include "src/core/device_world.h"
 #include "src/cuda/device_plan.h"
 #include "transports/cuda/ipc.h"
@@ -69,8 +69,9 @@ std::string describeStatus(const cuda::DeviceStatus& s) {
 
 struct DeviceKernelRank::Impl {
   const cuda::DriverApi* api = nullptr;
-  Communicator* comm = nullptr;
+  CommView* comm = nullptr;
   int rank = 0;
+  std::vector<std::string> busIds;  // every rank's GPU at init
   uint32_t slotBytes = 0;
   uint64_t timeoutNs = 0;
   std::chrono::milliseconds timeout{0};
@@ -130,8 +131,8 @@ struct DeviceKernelRank::Impl {
 
   // The world of `peer`'s GPU in this process (joined here if the peer has not called yet).
   DeviceWorld& worldOf(DeviceWorld& mine, int peer) {
-    const std::string& bus = comm->cudaBusIdOf(peer);
-    if (bus == comm->cudaBusIdOf(rank)) return mine;
+    const std::string& bus = busIds[peer];
+    if (bus == busIds[rank]) return mine;
     auto it = peerWorlds.find(bus);
     if (it != peerWorlds.end()) return *it->second;
     cuda::CuDevice device = -1;
@@ -213,9 +214,10 @@ struct DeviceKernelRank::Impl {
   }
 };
 
-std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& api,
-                                                         Communicator& comm, int device,
+std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& api, CommView& comm,
+                                                         int device,
                                                          const std::vector<std::string>& busIds,
+                                                         bool gpusReachEachOther,
                                                          std::string* why) {
   const Tuning& t = comm.tuning();
   if (!t.deviceKernels) {
@@ -232,7 +234,7 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   }
   const bool oneGpu = std::all_of(busIds.begin(), busIds.end(),
                                   [&](const std::string& b) { return b == busIds[0]; });
-  if (!oneGpu && !comm.gpusReachEachOther()) {
+  if (!oneGpu && !gpusReachEachOther) {
     *why = "its ranks' GPUs cannot all reach each other's memory (no peer access)";
     return nullptr;
   }
@@ -276,6 +278,7 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   m.api = &api;
   m.comm = &comm;
   m.rank = comm.rank();
+  m.busIds = busIds;
   m.slotBytes = static_cast<uint32_t>(t.slotBytes);
   m.timeout = t.timeout;
   m.timeoutNs = t.timeout.count() > 0 ? static_cast<uint64_t>(t.timeout.count()) * 1000000ull
@@ -320,7 +323,7 @@ Status DeviceKernelRank::failure(std::string* why) const {
 
 Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::string* why) {
   Impl& m = *impl_;
-  Communicator& comm = *m.comm;
+  CommView& comm = *m.comm;
   try {
     Unit u;
     if (calls.front().coll == plan::Collective::kSendRecv) {
@@ -425,6 +428,7 @@ struct StreamLaunches {
   CuStream stream = nullptr;
   std::vector<Communicator*> order;
   std::map<Communicator*, std::vector<std::vector<Call>>> units;
+  std::map<Communicator*, DeviceKernelRank*> kernelRanks;
   struct Round {
     std::vector<DeviceKernelRank*> ranks;
     std::vector<DeviceKernelRank::Unit> planned;
@@ -432,11 +436,12 @@ struct StreamLaunches {
   std::vector<Round> rounds;
 };
 
-Status groupByStream(const std::vector<Call>& calls, std::vector<StreamLaunches>* out,
-                     std::string* why) {
+Status groupByStream(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
+                     std::vector<StreamLaunches>* out, std::string* why) {
   std::vector<StreamLaunches>& streams = *out;
   std::map<Communicator*, size_t> p2pUnit;
-  for (const Call& c : calls) {
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Call& c = calls[i];
     auto s = std::find_if(streams.begin(), streams.end(),
                           [&](const StreamLaunches& x) { return x.stream == c.stream; });
     if (s == streams.end()) {
@@ -446,6 +451,7 @@ Status groupByStream(const std::vector<Call>& calls, std::vector<StreamLaunches>
     }
     auto& list = s->units[c.comm];
     if (list.empty()) s->order.push_back(c.comm);
+    s->kernelRanks[c.comm] = ranks[i];
     if (c.coll == plan::Collective::kSendRecv) {
       auto it = p2pUnit.find(c.comm);
       if (it == p2pUnit.end()) {
@@ -512,10 +518,11 @@ Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
 
 }  // namespace
 
-Status launchKernels(const std::vector<Call>& calls, std::string* why) {
+Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
+                     std::string* why) {
   std::vector<StreamLaunches> streams;
-  if (Status st = groupByStream(calls, &streams, why); st != Status::kSuccess) return st;
-  const cuda::DriverApi& api = calls.front().comm->kernelRank()->api();
+  if (Status st = groupByStream(calls, ranks, &streams, why); st != Status::kSuccess) return st;
+  const cuda::DriverApi& api = ranks.front()->api();
   std::vector<bool> capturing;
   for (const StreamLaunches& s : streams) {
     int capture = cuda::kCuStreamCaptureStatusNone;
@@ -547,7 +554,7 @@ Status launchKernels(const std::vector<Call>& calls, std::string* why) {
       for (Communicator* comm : s.order) {
         if (s.units[comm].size() <= j) continue;
         StreamLaunches::Round& round = s.rounds[j];
-        round.ranks.push_back(comm->kernelRank());
+        round.ranks.push_back(s.kernelRanks[comm]);
         round.planned.emplace_back();
         if (Status st = round.ranks.back()->plan(s.units[comm][j], &round.planned.back(), why);
             st != Status::kSuccess)

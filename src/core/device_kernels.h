@@ -32,6 +32,7 @@
 #include "src/common/error.h"
 #include "src/common/tuning.h"
 #include "src/core/call.h"
+#include "src/core/comm_view.h"
 #include "src/cuda/device_plan.h"
 #include "src/cuda/driver_api.h"
 #include "src/cuda/interp_launch.h"
@@ -48,10 +49,11 @@ class DeviceKernelRank {
   // The rank's state, or null with `why` set where this communicator cannot take the kernel path
   // (ranks on other hosts or other GPUs, a driver without the entry points, a build without the
   // kernel's image, WEFT_DEVICE_KERNELS=0). Every rank of the communicator gets the same answer.
-  // `busIds`: every rank's GPU at init, by PCI bus id ("" where it had none).
-  static std::unique_ptr<DeviceKernelRank> make(const cuda::DriverApi& api, Communicator& comm,
+  // `busIds`: every rank's GPU at init, by PCI bus id ("" where it had none);
+  // `gpusReachEachOther`: whether they all reach each other's memory, as the ranks agreed at init.
+  static std::unique_ptr<DeviceKernelRank> make(const cuda::DriverApi& api, CommView& comm,
                                                 int device, const std::vector<std::string>& busIds,
-                                                std::string* why);
+                                                bool gpusReachEachOther, std::string* why);
   ~DeviceKernelRank();
   DeviceKernelRank(const DeviceKernelRank&) = delete;
   DeviceKernelRank& operator=(const DeviceKernelRank&) = delete;
@@ -100,7 +102,9 @@ class DeviceKernelRank {
 
 // Queues `calls` (on device memory, each of a communicator with a DeviceKernelRank, on any
 // streams) as launches of the interpreter: per stream, round j holds the j-th unit of every
-// communicator calling on it. Returns at once.
-Status launchKernels(const std::vector<Call>& calls, std::string* why);
+// communicator calling on it. `ranks[i]`: the kernel rank of calls[i]'s communicator. Returns at
+// once.
+Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
+                     std::string* why);
 
 }  // namespace weft::core

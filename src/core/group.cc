@@ -9,6 +9,9 @@
 
 #include "src/common/log.h"
 #include "src/core/communicator.h"
+#include "src/core/device_calls.h"
+#include "src/core/device_kernels.h"
+#include "src/core/gpu_path.h"
 #include "src/cuda/driver_api.h"
 #include "src/exec/host_stream.h"
 
@@ -239,6 +242,11 @@ Status runStagedCalls(std::vector<Call>& calls, std::string* why) {
   return launch(calls, why, threadCalls());
 }
 
+// Which of a staged call's buffers its rank reads and writes.
+BufferUse stagedBufferUse(const Call& call) {
+  return bufferUse(call, call.comm->rank(), call.comm->size());
+}
+
 // Calls on device memory, on any CUDA streams: queued there. Communicators whose ranks all use
 // this GPU run them in the interpreter's kernel (src/core/device_kernels.h), all streams at once
 // so that ranks driven by this thread set up together; the rest are staged through host memory,
@@ -251,23 +259,25 @@ Status launchDevice(const std::vector<Call>& calls, std::string* why) {
   }
   try {
     std::vector<Call> kernel;
+    std::vector<DeviceKernelRank*> kernelRanks;
     std::vector<void*> streamOrder;
     std::map<void*, std::vector<Call>> staged;
     for (const Call& c : calls) {
-      if (c.comm->deviceKernels(*api)) {
+      if (DeviceKernelRank* k = c.comm->gpu().kernels(*api)) {
         kernel.push_back(c);
+        kernelRanks.push_back(k);
         continue;
       }
       if (!staged.count(c.stream)) streamOrder.push_back(c.stream);
       staged[c.stream].push_back(c);
     }
     Status first = Status::kSuccess;
-    if (!kernel.empty()) first = launchKernels(kernel, why);
+    if (!kernel.empty()) first = launchKernels(kernel, kernelRanks, why);
     for (void* stream : streamOrder) {
       std::vector<Call>& batch = staged[stream];
       std::string msg;
-      const Status st =
-          batch.front().comm->deviceCalls(*api).launch(std::move(batch), runStagedCalls, &msg);
+      const Status st = batch.front().comm->gpu().stagedCalls(*api).launch(
+          std::move(batch), runStagedCalls, stagedBufferUse, &msg);
       if (st != Status::kSuccess && first == Status::kSuccess) {
         first = st;
         *why = msg;
@@ -298,7 +308,8 @@ Status launchOne(const Call& call, std::string* why, ThreadCalls& thread) {
   auto shared = std::make_shared<std::pair<std::vector<exec::Task>, std::vector<Communicator*>>>(
       std::move(tasks), std::move(comms));
   return static_cast<exec::HostStream*>(stream)->enqueue(
-      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); }, why);
+      [shared](std::string* msg) { return runTasks(shared->first, shared->second, msg); }, why,
+      call.comm->tuning());
 }
 
 Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
@@ -354,7 +365,8 @@ Status launch(std::vector<Call>& calls, std::string* why, ThreadCalls& thread) {
               std::move(tasks), std::move(comms));
       std::string msg;
       const Status st = static_cast<exec::HostStream*>(stream)->enqueue(
-          [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg);
+          [shared](std::string* m) { return runTasks(shared->first, shared->second, m); }, &msg,
+          shared->second.front()->tuning());
       if (st != Status::kSuccess && first == Status::kSuccess) {
         first = st;
         *why = msg;

@@ -1,5 +1,5 @@
-// A rank's GPU as init records it and the ranks compare it: which GPU (ordinal and PCI bus id)
-// and whether one GPU can store into another's memory.
+// A rank's GPU as init records it: which GPU (ordinal and PCI bus id). Whether the ranks' GPUs
+// reach each other's memory is the device path's to find out (src/core/gpu_path.h).
 #pragma once
 #include <string>
 
@@ -12,9 +12,5 @@ struct CommConfig;
 // it. Leaves none where there is no driver or no current context; asks nothing that would create
 // CUDA state (no cuInit).
 void noteCudaDevice(CommConfig* cfg, int ordinal);
-
-// Whether GPU `ordinal` (bus id `mine`) can store into the memory of the GPU at bus id `theirs`:
-// the same GPU, or peer access between them.
-bool gpuReaches(int ordinal, const std::string& mine, const std::string& theirs);
 
 }  // namespace weft::core

@@ -20,7 +20,7 @@ bool HostStream::spinUntil(Pred done) {
   // Short: a stream thread that spins long starves ranks sharing its core.
   uint64_t start = nowNs();
   while (!done()) {
-    if (nowNs() - start > spinNs_) return false;
+    if (nowNs() - start > spinNs_.load(std::memory_order_relaxed)) return false;
     sched_yield();
   }
   return true;
@@ -52,6 +52,12 @@ bool HostStream::isLive(const void* stream) {
 
 Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why) {
   return enqueue(std::move(fn), why, timeout_);
+}
+
+Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why,
+                           const Tuning& tuning) {
+  spinNs_.store(tuning.spinNs, std::memory_order_relaxed);
+  return enqueue(std::move(fn), why, tuning.timeout);
 }
 
 Status HostStream::enqueue(std::function<Status(std::string*)> fn, std::string* why,

@@ -17,7 +17,8 @@ namespace weft::exec {
 
 class HostStream {
  public:
-  // `tuning` gives the stream's spin budget and the timeout of a launch into a full queue.
+  // `tuning` gives the stream's spin budget and the timeout of a launch into a full queue, until
+  // a launch brings its own (enqueue with a Tuning).
   explicit HostStream(const Tuning& tuning);
   ~HostStream();  // drains pending work first
 
@@ -32,6 +33,10 @@ class HostStream {
   Status enqueue(std::function<Status(std::string*)> fn, std::string* why,
                  std::chrono::milliseconds timeout);
   Status enqueue(std::function<Status(std::string*)> fn, std::string* why);
+  // The same for a call of a communicator with `tuning`: its timeout bounds the wait for room,
+  // and its spin budget is the stream's from then on (a stream the user created has no tuning
+  // of its own).
+  Status enqueue(std::function<Status(std::string*)> fn, std::string* why, const Tuning& tuning);
   // Waits until the queue is empty; returns the first error seen since the last synchronize.
   Status synchronize(std::chrono::milliseconds timeout, std::string* why);
   bool idle();
@@ -45,7 +50,7 @@ class HostStream {
   template <typename Pred>
   bool spinUntil(Pred done);
 
-  const uint64_t spinNs_;
+  std::atomic<uint64_t> spinNs_;  // read by the worker and synchronizers while a launch sets it
   const std::chrono::milliseconds timeout_;
 
   std::mutex mu_;

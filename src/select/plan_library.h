@@ -107,12 +107,11 @@ plan::Plan instantiateLibraryPlan(const plan::ChunkPlan& plan, uint64_t count, u
 bool runsOnOutput(const plan::ChunkPlan& plan);
 
 // The library of MSCCL XML files in the colon-separated directories of MSCCL_ALGO_DIR and
-// WEFT_PLAN_DIR (*.xml, by name; Tuning::planDirs, by default as the environment gives them now),
+// WEFT_PLAN_DIR (*.xml, by name; Tuning::planDirs as `tuning` gives them),
 // then the plans added with addProcessPlan(). Each file is read and verified once per process
 // (again when its size or modification time changes); INFO logs which files were loaded and
 // which were rejected and why. A bad file or directory is reported and skipped, never fatal.
-std::shared_ptr<const PlanLibrary> libraryFromEnvironment(
-    const Tuning& tuning = Tuning::fromEnvironment());
+std::shared_ptr<const PlanLibrary> libraryFromEnvironment(const Tuning& tuning);
 
 // Same for an explicit directory list (colon-separated).
 std::shared_ptr<const PlanLibrary> libraryFromDirectories(const std::string& dirs);

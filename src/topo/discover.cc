@@ -156,7 +156,7 @@ class Builder {
 
   Topology build() {
     HostInfo info = r_.haveHwloc ? r_.hwloc.host : HostInfo{};
-    info.hostHash = o_.hostHash ? o_.hostHash : weft::hostHash();
+    info.hostHash = o_.hostHash ? o_.hostHash : weft::hostHash(o_.hostId);
     char name[256] = {};
     gethostname(name, sizeof(name) - 1);
     info.hostname = name;
@@ -537,6 +537,7 @@ std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning) {
   DiscoverOptions o;
   o.probes = parseProbeSelection(probes);
   o.rates = LinkRates::byName(rates);
+  o.hostId = tuning.hostId;
   auto results = cachedProbes(o, probes + "\n" + rates);
   auto d = std::make_shared<Discovery>();
   d->reports = results->reports;
@@ -551,7 +552,7 @@ std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning) {
     ro.rates = o.rates;
     Topology loaded = readTopologyFile(file, ro);
     // A multi-host file: keep this host's part (by host hash), else the first host.
-    uint64_t me = weft::hostHash();
+    uint64_t me = weft::hostHash(tuning.hostId);
     int pick = 0;
     for (int h = 0; h < loaded.hostCount(); ++h)
       if (loaded.host(h).hostHash == me) pick = h;

@@ -26,7 +26,8 @@ struct DiscoverOptions {
   std::string sysfsRoot = "/sys";
   std::string hwlocSynthetic;  // tests: an hwloc synthetic machine instead of this one
   LinkRates rates = LinkRates::nominal();
-  uint64_t hostHash = 0;  // 0: weft::hostHash()
+  uint64_t hostHash = 0;  // 0: weft::hostHash(hostId)
+  std::string hostId;     // WEFT_HOST_ID as the caller's tuning gives it
 };
 
 struct ProbeResults {
@@ -66,9 +67,8 @@ Discovery discoverHost(const DiscoverOptions& options);
 
 // This process's host topology: NCCL_TOPO_FILE when set (completed from the probes), else the
 // probes (WEFT_TOPO_PROBES selects them, WEFT_TOPO_RATES the rate table), as `tuning` gives
-// them (by default, the environment now). Computed once per setting and shared; thread-safe.
-// Throws on a malformed NCCL_TOPO_FILE.
-std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning = Tuning::fromEnvironment());
+// them. Computed once per setting and shared; thread-safe. Throws on a malformed NCCL_TOPO_FILE.
+std::shared_ptr<const Discovery> localDiscovery(const Tuning& tuning);
 // How many times this process ran the probes (tests check that communicators share them).
 int localProbeRuns();
 

@@ -69,8 +69,7 @@ AllgatherFn variableAllgather(int rank, int nranks,
 
 std::string encodeRankBlob(const LocalRankInfo& me, const Discovery& d) {
   char hash[32];
-  std::snprintf(hash, sizeof(hash), "%016llx",
-                static_cast<unsigned long long>(me.hostHash ? me.hostHash : weft::hostHash()));
+  std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(me.hostHash));
   std::string source = d.source;
   for (char& c : source)
     if (c == '\n') c = ' ';
@@ -233,15 +232,16 @@ SystemTopology assembleSystem(const std::vector<std::string>& blobs,
   return s;
 }
 
-SystemTopology buildSystemTopology(const LocalRankInfo& in, const AllgatherFn& allgather) {
+SystemTopology buildSystemTopology(const LocalRankInfo& in, const AllgatherFn& allgather,
+                                   const Tuning& tuning) {
   LocalRankInfo me = in;
   // A rank that cannot describe its host (a malformed NCCL_TOPO_FILE) still takes part in the
   // exchange, so that every rank fails now with its message instead of waiting for it.
   std::string blob;
   Status failure = Status::kSuccess;
   try {
-    if (!me.discovery) me.discovery = localDiscovery();
-    if (!me.hostHash) me.hostHash = weft::hostHash();
+    if (!me.discovery) me.discovery = localDiscovery(tuning);
+    if (!me.hostHash) me.hostHash = weft::hostHash(tuning.hostId);
     if (!me.endpoint.gpu && me.endpoint.numaId < 0)
       me.endpoint.numaId = currentNumaNode(*me.discovery->topology, 0);
     blob = encodeRankBlob(me, *me.discovery);

@@ -56,9 +56,9 @@ class SystemTopology {
 // What this rank contributes.
 struct LocalRankInfo {
   int rank = 0, nranks = 1;
-  uint64_t hostHash = 0;                       // the transports' host hash (0: weft::hostHash())
-  Endpoint endpoint;                           // numaId -1: the NUMA domain this thread runs on now
-  std::shared_ptr<const Discovery> discovery;  // nullptr: localDiscovery()
+  uint64_t hostHash = 0;  // the transports' host hash (0: buildSystemTopology finds it)
+  Endpoint endpoint;      // numaId -1: the NUMA domain this thread runs on now
+  std::shared_ptr<const Discovery> discovery;  // nullptr: localDiscovery(tuning)
 };
 
 // Collective over ranks: takes this rank's bytes, returns every rank's (index = rank).
@@ -68,8 +68,10 @@ using AllgatherFn = std::function<std::vector<std::string>(const std::string& mi
 AllgatherFn variableAllgather(int rank, int nranks,
                               std::function<void(void* data, size_t bytesPerRank)> fixed);
 
-// Exchanges host topologies and builds the system graph. One rank: no exchange.
-SystemTopology buildSystemTopology(const LocalRankInfo& me, const AllgatherFn& allgather);
+// Exchanges host topologies and builds the system graph. One rank: no exchange. `tuning` gives
+// what `me` leaves out: the host's discovery and WEFT_HOST_ID for its hash.
+SystemTopology buildSystemTopology(const LocalRankInfo& me, const AllgatherFn& allgather,
+                                   const Tuning& tuning);
 
 // The wire form of one rank's contribution, and the system built from all of them (exposed for
 // tests and the fuzzer; a malformed blob is an Error naming the rank).
@@ -79,9 +81,7 @@ SystemTopology assembleSystem(const std::vector<std::string>& blobs,
                               const std::string& myXml = "");
 
 // At communicator init: logs the topology at INFO on rank 0, and writes it as NCCL XML to
-// NCCL_TOPO_DUMP_FILE from NCCL_TOPO_DUMP_FILE_RANK (as `tuning` gives them; by default, the
-// environment now).
-void reportAtInit(const SystemTopology& system, int rank,
-                  const Tuning& tuning = Tuning::fromEnvironment());
+// NCCL_TOPO_DUMP_FILE from NCCL_TOPO_DUMP_FILE_RANK (as `tuning` gives them).
+void reportAtInit(const SystemTopology& system, int rank, const Tuning& tuning);
 
 }  // namespace weft::topo

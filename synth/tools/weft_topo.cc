@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
       DiscoverOptions o;
       o.probes = parseProbeSelection(probes);
       o.rates = LinkRates::byName(rates);
+      if (const char* id = std::getenv("WEFT_HOST_ID")) o.hostId = id;
       Discovery d = discoverHost(o);
       topo = d.topology;
       reports = d.reports;

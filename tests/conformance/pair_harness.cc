@@ -15,7 +15,7 @@ TransportPair::TransportPair(const std::string& name, uint32_t slots, size_t slo
   auto secret = bootstrap::randomSecret();
   const uint64_t commHash = bootstrap::hashBytes(secret.data(), secret.size());
   for (int r = 0; r < 2; ++r) {
-    peers_.push_back(transport::localPeerInfo(r));
+    peers_.push_back(transport::localPeerInfo(r, tuning_));
     bells_.push_back(std::make_shared<Doorbell>());
   }
   for (int r = 0; r < 2; ++r) {

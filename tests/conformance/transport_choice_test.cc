@@ -23,9 +23,9 @@ class TransportChoice : public ::testing::Test {
   }
   // Two ranks of this process; `otherHost` gives the second a different host identity.
   std::string pick(bool otherHost = false) {
-    transport::PeerInfo a = transport::localPeerInfo(0);
+    transport::PeerInfo a = transport::localPeerInfo(0, Tuning::fromEnvironment());
     if (otherHost) setenv("WEFT_HOST_ID", "elsewhere", 1);
-    transport::PeerInfo b = transport::localPeerInfo(1);
+    transport::PeerInfo b = transport::localPeerInfo(1, Tuning::fromEnvironment());
     unsetenv("WEFT_HOST_ID");
     if (otherHost) b.processHash ^= 1;  // and, of course, another process
     // Both published a tcp address, as communicator init does.
@@ -53,11 +53,11 @@ TEST_F(TransportChoice, LocalThenShmThenTcp) {
 }
 
 TEST_F(TransportChoice, OtherHostsUseTheNetwork) {
-  const uint64_t here = transport::localPeerInfo(0).hostHash;
+  const uint64_t here = transport::localPeerInfo(0, Tuning::fromEnvironment()).hostHash;
   setenv("WEFT_HOST_ID", "x", 1);
-  EXPECT_NE(transport::localPeerInfo(0).hostHash, here);
+  EXPECT_NE(transport::localPeerInfo(0, Tuning::fromEnvironment()).hostHash, here);
   unsetenv("WEFT_HOST_ID");
-  EXPECT_EQ(transport::localPeerInfo(0).hostHash, here);
+  EXPECT_EQ(transport::localPeerInfo(0, Tuning::fromEnvironment()).hostHash, here);
   EXPECT_EQ(pick(true), "tcp");
   setenv("NCCL_NET", "Socket", 1);
   EXPECT_EQ(pick(true), "tcp");

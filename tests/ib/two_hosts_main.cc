@@ -207,7 +207,7 @@ double landedStream(ib::IbConnection& c, bootstrap::Bootstrap& boot, int rank, u
 // of that size and reports its rate.
 int runPair(int rank, const std::string& idFile, const std::string& name, int benchMiB) {
   bootstrap::UniqueIdBytes id{};
-  if (rank == 0) id = bootstrap::generateUniqueId();
+  if (rank == 0) id = bootstrap::generateUniqueId(Tuning::fromEnvironment());
   if (!shareBytes(rank == 0, idFile, &id, sizeof(id))) die("no unique id at " + idFile);
   auto boot = bootstrap::Bootstrap::create(id, rank, 2, std::chrono::seconds(120),
                                            std::chrono::seconds(120));
@@ -230,7 +230,7 @@ int runPair(int rank, const std::string& idFile, const std::string& name, int be
   ctx.timeout = std::chrono::seconds(60);
   ctx.tuning = &tuning;
   ctx.selfBell = bells[rank].get();
-  peers[rank] = transport::localPeerInfo(rank);
+  peers[rank] = transport::localPeerInfo(rank, tuning);
   ib->publish(&ctx, &peers[rank]);
   boot->allgather(peers.data(), sizeof(transport::PeerInfo));
   if (!ib->canConnect(peers[0], peers[1])) die(name + " cannot link the two hosts");

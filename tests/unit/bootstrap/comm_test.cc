@@ -15,7 +15,7 @@ class BootstrapRanksTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(BootstrapRanksTest, CreateAllgatherBarrierSendRecvDestroy) {
   const int n = GetParam();
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   auto ranks = createAll(id, n);
   const uint64_t hash = describe(id).secretHash;
   for (int r = 0; r < n; ++r) {
@@ -69,12 +69,13 @@ TEST_P(BootstrapRanksTest, CreateAllgatherBarrierSendRecvDestroy) {
 INSTANTIATE_TEST_SUITE_P(Ranks, BootstrapRanksTest, ::testing::Values(1, 2, 3, 5, 8, 16));
 
 TEST(BootstrapCommTest, TwoCommunicatorsAtOnce) {
-  UniqueIdBytes id[2] = {generateUniqueId(), generateUniqueId()};
+  UniqueIdBytes id[2] = {generateUniqueId(Tuning::fromEnvironment()),
+                         generateUniqueId(Tuning::fromEnvironment())};
   EXPECT_NE(describe(id[0]).secretHash, describe(id[1]).secretHash);
   constexpr int n = 4;
   runRanks(2 * n, [&](int t) {
     int comm = t / n, r = t % n;
-    auto b = Bootstrap::create(id[comm], r, n, 10s);
+    auto b = Bootstrap::create(id[comm], r, n, 10s, Tuning::fromEnvironment().timeout);
     EXPECT_EQ(b->commHash(), describe(id[comm]).secretHash);
     for (int iter = 0; iter < 20; ++iter) {
       std::vector<int> v(n);
@@ -88,12 +89,13 @@ TEST(BootstrapCommTest, TwoCommunicatorsAtOnce) {
 
 TEST(BootstrapCommTest, ManyIdsInOneProcess) {
   std::set<std::string> roots;
-  for (int i = 0; i < 30; ++i) roots.insert(describe(generateUniqueId()).rootAddress);
+  for (int i = 0; i < 30; ++i)
+    roots.insert(describe(generateUniqueId(Tuning::fromEnvironment())).rootAddress);
   EXPECT_EQ(roots.size(), 30u);  // each id has its own root listener
 }
 
 TEST(BootstrapCommTest, MessagesOfManySizesAndConcurrentReceivers) {
-  auto ranks = createAll(generateUniqueId(), 2);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   // Sizes around the framing boundaries, and a large one.
   std::vector<size_t> sizes = {0, 1, 15, 16, 17, 65535, 65536, 65537, 8u << 20};
   runRanks(2, [&](int r) {
@@ -124,7 +126,7 @@ TEST(BootstrapCommTest, MessagesOfManySizesAndConcurrentReceivers) {
 }
 
 TEST(BootstrapCommTest, MisuseIsReported) {
-  auto ranks = createAll(generateUniqueId(), 2);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   int v = 0;
   EXPECT_EQ(errorOf([&] { ranks[0]->send(2, 0, &v, sizeof(v)); }).code, Status::kInvalidArgument);
   EXPECT_EQ(errorOf([&] { ranks[0]->recv(-1, 0, &v, sizeof(v)); }).code, Status::kInvalidArgument);

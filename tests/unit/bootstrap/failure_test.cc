@@ -5,7 +5,7 @@ namespace weft::bootstrap::test {
 namespace {
 
 TEST(BootstrapFailureTest, PeerDestroyedMidRecvIsRemoteError) {
-  auto ranks = createAll(generateUniqueId(), 2);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   std::thread killer([&] {
     std::this_thread::sleep_for(200ms);
     ranks[1].reset();
@@ -20,7 +20,7 @@ TEST(BootstrapFailureTest, PeerDestroyedMidRecvIsRemoteError) {
 }
 
 TEST(BootstrapFailureTest, MessagesSentBeforeDestructionAreStillDelivered) {
-  auto ranks = createAll(generateUniqueId(), 3);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 3);
   int a = 11, b = 22;
   ranks[1]->send(0, 3, &a, sizeof(a));
   ranks[2]->send(0, 4, &b, sizeof(b));  // rank 2 never sent to 0 before: a fresh connection
@@ -36,7 +36,7 @@ TEST(BootstrapFailureTest, MessagesSentBeforeDestructionAreStillDelivered) {
 }
 
 TEST(BootstrapFailureTest, RecvFromAGonePeerNeverConnectedIsRemoteError) {
-  auto ranks = createAll(generateUniqueId(), 4);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 4);
   ranks[2].reset();  // not a ring neighbour of rank 0
   auto start = std::chrono::steady_clock::now();
   int v;
@@ -55,7 +55,7 @@ TEST(BootstrapFailureTest, RecvFromAGonePeerNeverConnectedIsRemoteError) {
 }
 
 TEST(BootstrapFailureTest, SendToAGonePeerIsRemoteError) {
-  auto ranks = createAll(generateUniqueId(), 2);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   ranks[1].reset();
   Caught c;
   auto end = std::chrono::steady_clock::now() + 3s;
@@ -73,7 +73,7 @@ TEST(BootstrapFailureTest, SendToAGonePeerIsRemoteError) {
 }
 
 TEST(BootstrapFailureTest, AbortUnblocksRecvAndFailsLaterCalls) {
-  auto ranks = createAll(generateUniqueId(), 2);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   std::thread aborter([&] {
     std::this_thread::sleep_for(200ms);
     ranks[0]->abort();
@@ -95,7 +95,7 @@ TEST(BootstrapFailureTest, AbortUnblocksRecvAndFailsLaterCalls) {
 
 TEST(BootstrapFailureTest, AbortUnblocksAllgatherOnEveryRank) {
   constexpr int n = 3;
-  auto ranks = createAll(generateUniqueId(), n);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), n);
   std::vector<Caught> caught(n);
   auto start = std::chrono::steady_clock::now();
   std::thread aborter([&] {
@@ -114,14 +114,14 @@ TEST(BootstrapFailureTest, AbortUnblocksAllgatherOnEveryRank) {
 }
 
 TEST(BootstrapFailureTest, DestructionIsPromptWhenPeersAreGone) {
-  auto ranks = createAll(generateUniqueId(), 3);
+  auto ranks = createAll(generateUniqueId(Tuning::fromEnvironment()), 3);
   ranks[1].reset();
   ranks[2].reset();
   auto start = std::chrono::steady_clock::now();
   ranks[0].reset();
   EXPECT_LT(secondsSince(start), 1.0);
   // And when a peer is mid-call on it.
-  auto more = createAll(generateUniqueId(), 2);
+  auto more = createAll(generateUniqueId(Tuning::fromEnvironment()), 2);
   std::thread waiter([&] {
     int v;
     EXPECT_EQ(errorOf([&] { more[1]->recv(0, 1, &v, sizeof(v)); }).code, Status::kRemoteError);

@@ -28,7 +28,7 @@ TEST(BootstrapIdTest, RoundTripsIpv4AndIpv6) {
 TEST(BootstrapIdTest, GeneratedIdsAreDistinctAndDescribable) {
   std::set<uint64_t> hashes;
   for (int i = 0; i < 20; ++i) {
-    UniqueIdBytes id = generateUniqueId();
+    UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
     IdInfo info = describe(id);
     EXPECT_NE(info.rootAddress.find(':'), std::string::npos);
     EXPECT_NE(SocketAddress::parse(info.rootAddress).port(), 0);
@@ -46,7 +46,9 @@ TEST(BootstrapIdTest, RandomBytesAreRejected) {
     if (i == 1) std::memcpy(id.bytes, "WEFT\x01", 5);  // right magic, garbage after
     EXPECT_EQ(errorOf([&] { describe(id); }).code, Status::kInvalidArgument);
     if (i < 5) {
-      EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 0, 2, 1s); }).code, Status::kInvalidArgument);
+      EXPECT_EQ(
+          errorOf([&] { Bootstrap::create(id, 0, 2, 1s, Tuning::fromEnvironment().timeout); }).code,
+          Status::kInvalidArgument);
     }
   }
 }

@@ -42,7 +42,7 @@ int runChild(const char* spec) {
   char hex[2 * kUniqueIdBytes + 1] = {};
   if (std::sscanf(spec, "%15s %d %d %256s", mode, &rank, &nranks, hex) != 4) return 2;
   try {
-    auto b = Bootstrap::create(fromHex(hex), rank, nranks, 10s);
+    auto b = Bootstrap::create(fromHex(hex), rank, nranks, 10s, Tuning::fromEnvironment().timeout);
     if (std::strcmp(mode, "crash") == 0) {
       b->barrier();
       ::kill(::getpid(), SIGKILL);
@@ -115,7 +115,7 @@ int reap(pid_t pid, std::chrono::milliseconds within) {
 
 TEST(BootstrapMultiProcessTest, FourProcessesRendezvousAndAllgather) {
   constexpr int n = 4;
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pids.push_back(
@@ -130,10 +130,10 @@ TEST(BootstrapMultiProcessTest, FourProcessesRendezvousAndAllgather) {
 }
 
 TEST(BootstrapMultiProcessTest, CrashedProcessBecomesRemoteError) {
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   pid_t child = spawnChild("crash 1 2 " + toHex(id));
   ASSERT_GT(child, 0);
-  auto b = Bootstrap::create(id, 0, 2, 10s);
+  auto b = Bootstrap::create(id, 0, 2, 10s, Tuning::fromEnvironment().timeout);
   b->barrier();
   auto start = std::chrono::steady_clock::now();
   int v;

@@ -35,7 +35,7 @@ bool waitForRootCount(size_t want, std::chrono::milliseconds within) {
 TEST(BootstrapRendezvousTest, CommIdSelectsTheRootAddress) {
   uint16_t port = freeLoopbackPort();
   ScopedEnv env("NCCL_COMM_ID", "127.0.0.1:" + std::to_string(port));
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   EXPECT_EQ(describe(id).rootAddress, "127.0.0.1:" + std::to_string(port));
   auto ranks = createAll(id, 3);
   expectAllgatherWorks(ranks);
@@ -53,7 +53,7 @@ TEST(BootstrapRendezvousTest, CommIdIpv6) {
     port = probe.localAddress().port();
   }
   ScopedEnv env("NCCL_COMM_ID", "[::1]:" + std::to_string(port));
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   EXPECT_EQ(describe(id).rootAddress, "[::1]:" + std::to_string(port));
   auto ranks = createAll(id, 2);
   EXPECT_EQ(tcp(*ranks[0]).listenAddress().family(), AF_INET6);
@@ -62,12 +62,13 @@ TEST(BootstrapRendezvousTest, CommIdIpv6) {
 
 TEST(BootstrapRendezvousTest, BadCommIdIsInvalidArgument) {
   ScopedEnv env("NCCL_COMM_ID", "not-an-address");
-  EXPECT_EQ(errorOf([] { generateUniqueId(); }).code, Status::kInvalidArgument);
+  EXPECT_EQ(errorOf([] { generateUniqueId(Tuning::fromEnvironment()); }).code,
+            Status::kInvalidArgument);
 }
 
 TEST(BootstrapRendezvousTest, SocketIfnameSelectsLoopback) {
   ScopedEnv env("NCCL_SOCKET_IFNAME", "=lo");
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   EXPECT_EQ(describe(id).rootAddress.rfind("127.0.0.1:", 0), 0u) << describe(id).rootAddress;
   auto ranks = createAll(id, 2);
   expectAllgatherWorks(ranks);
@@ -75,12 +76,14 @@ TEST(BootstrapRendezvousTest, SocketIfnameSelectsLoopback) {
 
 TEST(BootstrapRendezvousTest, RootExitsAfterItsRendezvous) {
   size_t before = liveRootCount();
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   EXPECT_GE(liveRootCount(), 1u);  // other tests' roots may end meanwhile
   auto ranks = createAll(id, 4);
   EXPECT_TRUE(waitForRootCount(before, 3s));
   // The id is single-use: with the root gone a late joiner times out.
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 0, 4, 200ms); }).code, Status::kSystemError);
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, 0, 4, 200ms, Tuning::fromEnvironment().timeout); }).code,
+      Status::kSystemError);
 }
 
 TEST(BootstrapRendezvousTest, RootExitsAfterItsTimeout) {
@@ -88,7 +91,7 @@ TEST(BootstrapRendezvousTest, RootExitsAfterItsTimeout) {
   UniqueIdBytes id;
   {
     ScopedEnv env("WEFT_BOOTSTRAP_TIMEOUT_MS", "300");
-    id = generateUniqueId();
+    id = generateUniqueId(Tuning::fromEnvironment());
   }
   EXPECT_GE(liveRootCount(), 1u);  // other tests' roots may end meanwhile
   EXPECT_TRUE(waitForRootCount(before, 3s));
@@ -98,21 +101,29 @@ TEST(BootstrapRendezvousTest, RootTimeoutIsReportedToWaitingRanks) {
   UniqueIdBytes id;
   {
     ScopedEnv env("WEFT_BOOTSTRAP_TIMEOUT_MS", "300");
-    id = generateUniqueId();
+    id = generateUniqueId(Tuning::fromEnvironment());
   }
   auto start = std::chrono::steady_clock::now();
-  Caught c = errorOf([&] { Bootstrap::create(id, 0, 2, 10s); });
+  Caught c = errorOf([&] { Bootstrap::create(id, 0, 2, 10s, Tuning::fromEnvironment().timeout); });
   EXPECT_EQ(c.code, Status::kSystemError);
   EXPECT_NE(c.message.find("timed out"), std::string::npos) << c.message;
   EXPECT_LT(secondsSince(start), 3.0);
 }
 
 TEST(BootstrapRendezvousTest, BadArgumentsAreInvalidArgument) {
-  UniqueIdBytes id = generateUniqueId();
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 3, 3, 1s); }).code, Status::kInvalidArgument);
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, -1, 3, 1s); }).code, Status::kInvalidArgument);
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 0, 0, 1s); }).code, Status::kInvalidArgument);
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 0, 1, 0ms); }).code, Status::kInvalidArgument);
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, 3, 3, 1s, Tuning::fromEnvironment().timeout); }).code,
+      Status::kInvalidArgument);
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, -1, 3, 1s, Tuning::fromEnvironment().timeout); }).code,
+      Status::kInvalidArgument);
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, 0, 0, 1s, Tuning::fromEnvironment().timeout); }).code,
+      Status::kInvalidArgument);
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, 0, 1, 0ms, Tuning::fromEnvironment().timeout); }).code,
+      Status::kInvalidArgument);
   // The id is still good for a correct rendezvous.
   auto ranks = createAll(id, 1);
   EXPECT_EQ(ranks[0]->size(), 1);
@@ -120,20 +131,23 @@ TEST(BootstrapRendezvousTest, BadArgumentsAreInvalidArgument) {
 
 // Starts ranks 0..n-2 of n in the background, then lets `intruder` run once they have arrived.
 void withLateIntruder(int n, const std::function<void(const UniqueIdBytes&)>& intruder) {
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   std::vector<std::unique_ptr<Bootstrap>> ranks(static_cast<size_t>(n));
-  std::thread early(
-      [&] { runRanks(n - 1, [&](int r) { ranks[r] = Bootstrap::create(id, r, n, 10s); }); });
+  std::thread early([&] {
+    runRanks(n - 1, [&](int r) {
+      ranks[r] = Bootstrap::create(id, r, n, 10s, Tuning::fromEnvironment().timeout);
+    });
+  });
   std::this_thread::sleep_for(300ms);  // let the real ranks reach the root first
   intruder(id);
-  ranks[n - 1] = Bootstrap::create(id, n - 1, n, 10s);
+  ranks[n - 1] = Bootstrap::create(id, n - 1, n, 10s, Tuning::fromEnvironment().timeout);
   early.join();
   expectAllgatherWorks(ranks);
 }
 
 TEST(BootstrapRendezvousTest, DuplicateRankIsRejectedAndTheOthersContinue) {
   withLateIntruder(3, [](const UniqueIdBytes& id) {
-    Caught c = errorOf([&] { Bootstrap::create(id, 1, 3, 5s); });
+    Caught c = errorOf([&] { Bootstrap::create(id, 1, 3, 5s, Tuning::fromEnvironment().timeout); });
     EXPECT_EQ(c.code, Status::kInvalidUsage);
     EXPECT_NE(c.message.find("already joined"), std::string::npos) << c.message;
   });
@@ -141,7 +155,7 @@ TEST(BootstrapRendezvousTest, DuplicateRankIsRejectedAndTheOthersContinue) {
 
 TEST(BootstrapRendezvousTest, NranksMismatchIsRejectedAndTheOthersContinue) {
   withLateIntruder(3, [](const UniqueIdBytes& id) {
-    Caught c = errorOf([&] { Bootstrap::create(id, 2, 4, 5s); });
+    Caught c = errorOf([&] { Bootstrap::create(id, 2, 4, 5s, Tuning::fromEnvironment().timeout); });
     EXPECT_EQ(c.code, Status::kInvalidUsage);
     EXPECT_NE(c.message.find("nranks"), std::string::npos) << c.message;
   });
@@ -163,10 +177,13 @@ TEST(BootstrapRendezvousTest, HandCraftedBadRankIsToldAndDropped) {
 }
 
 TEST(BootstrapRendezvousTest, MissingRankTimesOutTheOthers) {
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   auto start = std::chrono::steady_clock::now();
   std::vector<Caught> caught(2);
-  runRanks(2, [&](int r) { caught[r] = errorOf([&] { Bootstrap::create(id, r, 3, 400ms); }); });
+  runRanks(2, [&](int r) {
+    caught[r] =
+        errorOf([&] { Bootstrap::create(id, r, 3, 400ms, Tuning::fromEnvironment().timeout); });
+  });
   for (const auto& c : caught) {
     EXPECT_EQ(c.code, Status::kSystemError);
     EXPECT_NE(c.message.find("timed out"), std::string::npos) << c.message;
@@ -176,9 +193,11 @@ TEST(BootstrapRendezvousTest, MissingRankTimesOutTheOthers) {
 }
 
 TEST(BootstrapRendezvousTest, RankThatGaveUpCanRejoin) {
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   // Rank 0 gives up alone; the root frees its slot, and a second attempt completes.
-  EXPECT_EQ(errorOf([&] { Bootstrap::create(id, 0, 2, 200ms); }).code, Status::kSystemError);
+  EXPECT_EQ(
+      errorOf([&] { Bootstrap::create(id, 0, 2, 200ms, Tuning::fromEnvironment().timeout); }).code,
+      Status::kSystemError);
   std::this_thread::sleep_for(100ms);
   auto ranks = createAll(id, 2);
   expectAllgatherWorks(ranks);

@@ -19,7 +19,7 @@ void checkAllgather(std::vector<std::unique_ptr<Bootstrap>>& ranks) {
 }
 
 TEST(BootstrapStrangerTest, StrangersAtTheRootDoNotDelayTheRealRanks) {
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   DecodedId d = decodeUniqueId(id);
   std::vector<Socket> strangers;
 
@@ -56,7 +56,7 @@ TEST(BootstrapStrangerTest, StrangersAtTheRootDoNotDelayTheRealRanks) {
 
 TEST(BootstrapStrangerTest, StrangersAtARankPortAreDroppedAndLogged) {
   constexpr int n = 5;
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   DecodedId d = decodeUniqueId(id);
   auto ranks = createAll(id, n);
   TcpBootstrap& victim = tcp(*ranks[2]);
@@ -110,7 +110,7 @@ TEST(BootstrapStrangerTest, MalformedFrameFromAnAuthenticatedPeerIsBounded) {
   // Someone with the secret claims rank 0 towards rank 2 (not ring neighbours in 5 ranks) and
   // sends a frame header announcing 1 TiB: rank 2 must not allocate it and must report rank 0.
   constexpr int n = 5;
-  UniqueIdBytes id = generateUniqueId();
+  UniqueIdBytes id = generateUniqueId(Tuning::fromEnvironment());
   DecodedId d = decodeUniqueId(id);
   auto ranks = createAll(id, n);
   Socket fake = connectRaw(tcp(*ranks[2]).listenAddress());

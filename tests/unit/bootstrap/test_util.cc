@@ -34,7 +34,9 @@ void runRanks(int nranks, const std::function<void(int)>& fn) {
 std::vector<std::unique_ptr<Bootstrap>> createAll(const UniqueIdBytes& id, int nranks,
                                                   std::chrono::milliseconds timeout) {
   std::vector<std::unique_ptr<Bootstrap>> out(static_cast<size_t>(nranks));
-  runRanks(nranks, [&](int r) { out[r] = Bootstrap::create(id, r, nranks, timeout); });
+  runRanks(nranks, [&](int r) {
+    out[r] = Bootstrap::create(id, r, nranks, timeout, Tuning::fromEnvironment().timeout);
+  });
   return out;
 }
 

@@ -20,22 +20,22 @@ TEST(HostId, HostIdKnobTellsHostsOnOneMachineApart) {
   uint64_t plain = 0, a = 0, again = 0, b = 0;
   {
     ScopedEnv unset("WEFT_HOST_ID", nullptr);
-    plain = hostHash();
+    plain = hostHash(Tuning::fromEnvironment().hostId);
   }
   {
     ScopedEnv id("WEFT_HOST_ID", "a");
-    a = hostHash();
-    again = hostHash();
+    a = hostHash(Tuning::fromEnvironment().hostId);
+    again = hostHash(Tuning::fromEnvironment().hostId);
   }
   {
     ScopedEnv id("WEFT_HOST_ID", "b");
-    b = hostHash();
+    b = hostHash(Tuning::fromEnvironment().hostId);
   }
   EXPECT_EQ(a, again);
   EXPECT_NE(plain, a);
   EXPECT_NE(a, b);
   ScopedEnv unset("WEFT_HOST_ID", nullptr);
-  EXPECT_EQ(hostHash(), plain);
+  EXPECT_EQ(hostHash(Tuning::fromEnvironment().hostId), plain);
 }
 
 }  // namespace

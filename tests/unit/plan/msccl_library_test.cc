@@ -332,18 +332,18 @@ TEST(PlanLibrary, SelectorWeighsPredictedCosts) {
 TEST(PlanLibrary, ProcessPlansJoinEveryNewLibrary) {
   unsetenv("MSCCL_ALGO_DIR");
   unsetenv("WEFT_PLAN_DIR");
-  EXPECT_TRUE(libraryFromEnvironment()->empty());
+  EXPECT_TRUE(libraryFromEnvironment(Tuning::fromEnvironment())->empty());
   addProcessPlan(pair(true, 0, 0, "synth"), "synth:test", 3.5);
   plan::ChunkPlan broken = pair(true);
   broken.programs[1].lanes.clear();
   EXPECT_THROW(addProcessPlan(broken, "synth:broken"), Error);
-  auto lib = libraryFromEnvironment();
+  auto lib = libraryFromEnvironment(Tuning::fromEnvironment());
   ASSERT_EQ(lib->plans().size(), 1u);
   EXPECT_EQ(lib->plans()[0].source, "synth:test");
   EXPECT_EQ(lib->plans()[0].predictedUs, 3.5);
   EXPECT_NE(lib->match(query(64, true)), nullptr);
   clearProcessPlans();
-  EXPECT_TRUE(libraryFromEnvironment()->empty());
+  EXPECT_TRUE(libraryFromEnvironment(Tuning::fromEnvironment())->empty());
 }
 
 }  // namespace

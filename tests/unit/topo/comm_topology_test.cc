@@ -18,7 +18,7 @@ namespace weft::topo {
 namespace {
 
 std::vector<std::unique_ptr<core::Communicator>> makeComms(int n) {
-  bootstrap::UniqueIdBytes id = bootstrap::generateUniqueId();
+  bootstrap::UniqueIdBytes id = bootstrap::generateUniqueId(Tuning::fromEnvironment());
   std::vector<std::unique_ptr<core::Communicator>> comms(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)

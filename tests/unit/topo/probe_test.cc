@@ -113,7 +113,7 @@ TEST(TopoProbe, DiscoveryOfThisMachineRoundTrips) {
   Discovery d = discoverHost({});
   const Topology& t = *d.topology;
   EXPECT_EQ(t.hostCount(), 1);
-  EXPECT_EQ(t.host(0).hostHash, weft::hostHash());
+  EXPECT_EQ(t.host(0).hostHash, weft::hostHash(DiscoverOptions{}.hostId));
   EXPECT_EQ(t.count(NodeKind::kCpu), t.host(0).numaNodes);
   EXPECT_EQ(d.source, "probe");
   ASSERT_EQ(d.reports.size(), 5u);

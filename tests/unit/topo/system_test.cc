@@ -61,10 +61,13 @@ TEST(TopoSystem, VariableAllgatherOverAFixedOne) {
 
 TEST(TopoSystem, OneRankNeedsNoExchange) {
   LocalRankInfo me;
-  SystemTopology s = buildSystemTopology(me, [](const std::string&) -> std::vector<std::string> {
-    ADD_FAILURE() << "no exchange for one rank";
-    return {};
-  });
+  SystemTopology s = buildSystemTopology(
+      me,
+      [](const std::string&) -> std::vector<std::string> {
+        ADD_FAILURE() << "no exchange for one rank";
+        return {};
+      },
+      Tuning::fromEnvironment());
   EXPECT_EQ(s.nranks(), 1);
   EXPECT_EQ(s.graph().hostCount(), 1);
   EXPECT_EQ(s.graph().node(s.rankNode(0)).kind, NodeKind::kCpu);
@@ -85,7 +88,8 @@ TEST(TopoSystem, SixteenThreadRanksProbeOnce) {
       me.rank = r;
       me.nranks = n;
       systems[r] = buildSystemTopology(
-          me, variableAllgather(r, n, [&, r](void* d, size_t b) { fixed(r, d, b); }));
+          me, variableAllgather(r, n, [&, r](void* d, size_t b) { fixed(r, d, b); }),
+          Tuning::fromEnvironment());
     });
   for (auto& t : threads) t.join();
   EXPECT_LE(localProbeRuns() - before, 1) << "discovery is shared by the ranks of a process";
@@ -97,7 +101,7 @@ TEST(TopoSystem, SixteenThreadRanksProbeOnce) {
   }
   EXPECT_GT(systems[0].minIntraHostBandwidth(), 0);
   EXPECT_EQ(systems[0].minInterHostBandwidth(), 0);
-  EXPECT_EQ(localDiscovery(), localDiscovery());
+  EXPECT_EQ(localDiscovery(Tuning::fromEnvironment()), localDiscovery(Tuning::fromEnvironment()));
 }
 
 // Blobs as ranks on two DGX A100s (one rank per GPU) would send them.
@@ -227,7 +231,8 @@ TEST(TopoSystem, OneRanksFailureFailsEveryRankPromptly) {
       if (r != 1) me.discovery = std::make_shared<const Discovery>(good);  // rank 1 reads the file
       try {
         buildSystemTopology(me,
-                            variableAllgather(r, n, [&, r](void* d, size_t b) { fixed(r, d, b); }));
+                            variableAllgather(r, n, [&, r](void* d, size_t b) { fixed(r, d, b); }),
+                            Tuning::fromEnvironment());
       } catch (const Error& e) {
         errors[r] = e.what();
         if (r != 1) {
@@ -247,27 +252,27 @@ TEST(TopoSystem, OneRanksFailureFailsEveryRankPromptly) {
 TEST(TopoSystem, NcclTopoFileReplacesTheProbes) {
   {
     ScopedEnv file("NCCL_TOPO_FILE", testing::golden("dgx-h100.xml"));
-    auto d = localDiscovery();
+    auto d = localDiscovery(Tuning::fromEnvironment());
     EXPECT_EQ(d->source, "NCCL_TOPO_FILE=" + testing::golden("dgx-h100.xml"));
     EXPECT_EQ(d->topology->count(NodeKind::kGpu), 8);
     EXPECT_EQ(d->topology->count(NodeKind::kNvSwitch), 1);
-    EXPECT_EQ(localDiscovery(), d) << "cached";
+    EXPECT_EQ(localDiscovery(Tuning::fromEnvironment()), d) << "cached";
     LocalRankInfo me;
-    SystemTopology s = buildSystemTopology(me, nullptr);
+    SystemTopology s = buildSystemTopology(me, nullptr, Tuning::fromEnvironment());
     EXPECT_EQ(s.graph().count(NodeKind::kGpu), 8);
     EXPECT_NE(s.summary().find("NCCL_TOPO_FILE="), std::string::npos);
   }
   {
     // Two hosts in the file, neither this one: the first host is used.
     ScopedEnv file("NCCL_TOPO_FILE", testing::golden("dgx-a100-x2.xml"));
-    auto d = localDiscovery();
+    auto d = localDiscovery(Tuning::fromEnvironment());
     EXPECT_EQ(d->topology->hostCount(), 1);
     EXPECT_EQ(d->topology->count(NodeKind::kGpu), 8);
     EXPECT_EQ(d->topology->host(0).hostHash, 1u);
   }
   {
     ScopedEnv file("NCCL_TOPO_FILE", "/nonexistent/topology.xml");
-    EXPECT_EQ(localDiscovery()->source, "probe");  // warned, then probed
+    EXPECT_EQ(localDiscovery(Tuning::fromEnvironment())->source, "probe");  // warned, then probed
   }
   {
     char path[] = "/tmp/weft-bad-topo-XXXXXX";
@@ -278,7 +283,7 @@ TEST(TopoSystem, NcclTopoFileReplacesTheProbes) {
     close(fd);
     ScopedEnv file("NCCL_TOPO_FILE", path);
     try {
-      localDiscovery();
+      localDiscovery(Tuning::fromEnvironment());
       ADD_FAILURE() << "a malformed NCCL_TOPO_FILE must fail";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -295,9 +300,9 @@ TEST(TopoSystem, DumpFileIsWrittenByItsRank) {
   {
     ScopedEnv dump("NCCL_TOPO_DUMP_FILE", path);
     ScopedEnv rank("NCCL_TOPO_DUMP_FILE_RANK", "3");
-    reportAtInit(s, 0);
+    reportAtInit(s, 0, Tuning::fromEnvironment());
     EXPECT_FALSE(testing::exists(path));
-    reportAtInit(s, 3);
+    reportAtInit(s, 3, Tuning::fromEnvironment());
   }
   ASSERT_TRUE(testing::exists(path));
   Topology back = readTopologyFile(path);

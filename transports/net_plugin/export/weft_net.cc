@@ -24,6 +24,7 @@
 #include "src/common/error.h"
 #include "src/common/log.h"
 #include "src/common/tuning.h"
+#include "src/core/comm_config.h"
 #include "transports/net_plugin/export/net_comm.h"
 #include "transports/net_plugin/nccl_net.h"
 #include "transports/tcp/engine.h"
@@ -102,7 +103,7 @@ ncclNetResult_t initPlugin() {
     std::lock_guard<std::mutex> lock(p.mu);
     ++p.inits;
     if (p.ready) return kNcclNetSuccess;
-    p.tuning = Tuning::fromEnvironment();
+    p.tuning = core::configFromEnv().tuning;  // the knobs as a communicator's init reads them
     p.devices.clear();
 #ifdef WEFT_HAVE_IB
     ib::Port port;

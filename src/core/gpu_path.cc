@@ -1,0 +1,98 @@
+#include "src/core/gpu_path.h"
+
+#include <algorithm>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/common/log.h"
+#include "src/core/comm_view.h"
+#include "src/core/device_calls.h"
+#include "src/core/device_kernels.h"
+#include "src/core/device_world.h"
+#include "src/core/memory.h"
+#include "src/cuda/driver_api.h"
+
+namespace weft::core {
+namespace {
+
+// Whether GPU `ordinal` (bus id `mine`) can store into the memory of the GPU at bus id `theirs`:
+// the same GPU, or peer access between them.
+bool gpuReaches(int ordinal, const std::string& mine, const std::string& theirs) {
+  if (theirs == mine) return true;
+  const cuda::DriverApi* api = cuda::driver().api.get();
+  if (!api || !api->deviceGet || !api->deviceGetByPciBusId || !api->deviceCanAccessPeer)
+    return false;
+  cuda::CuDevice self = -1, peer = -1;
+  int can = 0;
+  return api->deviceGet(&self, ordinal) == cuda::kCuSuccess &&
+         api->deviceGetByPciBusId(&peer, theirs.c_str()) == cuda::kCuSuccess &&
+         api->deviceCanAccessPeer(&can, self, peer) == cuda::kCuSuccess && can != 0;
+}
+
+}  // namespace
+
+GpuPath::GpuPath(CommView& comm, int cudaDevice, std::string cudaBusId)
+    : comm_(comm), cudaDevice_(cudaDevice), cudaBusId_(std::move(cudaBusId)) {}
+
+GpuPath::~GpuPath() { end(); }
+
+void GpuPath::agreeOnGpus(std::vector<std::string> busIds, bootstrap::Bootstrap& boot) {
+  busIds_ = std::move(busIds);
+  // Each rank asks for its own GPU, and all agree on the table (asked only where every rank has
+  // a GPU, so every rank takes part).
+  if (std::any_of(busIds_.begin(), busIds_.end(), [](const std::string& b) { return b.empty(); }))
+    return;
+  const int nranks = static_cast<int>(busIds_.size());
+  std::vector<uint8_t> reach(static_cast<size_t>(nranks) * nranks, 0);
+  for (int r = 0; r < nranks; ++r)
+    reach[static_cast<size_t>(comm_.rank()) * nranks + r] =
+        gpuReaches(cudaDevice_, cudaBusId_, busIds_[r]) ? 1 : 0;
+  boot.allgather(reach.data(), static_cast<size_t>(nranks));
+  reachEachOther_ = std::all_of(reach.begin(), reach.end(), [](uint8_t v) { return v; });
+}
+
+DeviceCallState& GpuPath::stagedCalls(const cuda::DriverApi& api) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!staged_) staged_ = std::make_unique<DeviceCallState>(api, comm_.tuning(), comm_.rank());
+  return *staged_;
+}
+
+DeviceKernelRank* GpuPath::kernels(const cuda::DriverApi& api) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kernelsDecided_) return kernels_.get();
+  std::string why;
+  kernels_ = DeviceKernelRank::make(api, comm_, cudaDevice_, busIds_, reachEachOther_, &why);
+  kernelsDecided_ = true;
+  if (kernels_)
+    WEFT_INFO(INIT, "rank %d: calls on device memory run in the device interpreter's kernel",
+              comm_.rank());
+  else
+    WEFT_INFO(INIT, "rank %d: calls on device memory are staged through host memory: %s",
+              comm_.rank(), why.c_str());
+  return kernels_.get();
+}
+
+DeviceKernelRank* GpuPath::kernelRank() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kernels_.get();
+}
+
+void GpuPath::end() {
+  std::unique_ptr<DeviceCallState> staged;
+  std::unique_ptr<DeviceKernelRank> kernels;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    staged = std::move(staged_);
+    kernels = std::move(kernels_);
+  }
+}
+
+Status GpuPath::failure(std::string* why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kernels_ ? kernels_->failure(why) : Status::kSuccess;
+}
+
+void GpuPath::raiseAbort() { DeviceWorld::raiseAbortOf(comm_.commHash()); }
+
+void GpuPath::dropRegistrations(const void* owner) { dropDeviceRegistrations(owner); }
+
+}  // namespace weft::core
