@@ -283,17 +283,21 @@ def check_file_length(tree):
 
 # --- env_reads --------------------------------------------------------------------------------
 
-def check_env_reads(tree):
-    allowed = set(ENV_READERS)
-    problems = []
-    for f in tree.sources(ENV_DIRS):
+def code_matches(tree, dirs, pattern, allowed):
+    """(file, line number, line) of every code line under `dirs` that `pattern` finds, outside
+    the files of `allowed`."""
+    for f in tree.sources(dirs):
         if f in allowed:
             continue
         for number, line in enumerate(tree.lines(f), 1):
-            if ENV_READ_RE.search(code_part(line)):
-                problems.append(f"{f}:{number}: reads the environment (not in ENV_READERS of "
-                                f"scripts/check_tree.py): {line.strip()}")
-    return problems
+            if pattern.search(code_part(line)):
+                yield f, number, line
+
+
+def check_env_reads(tree):
+    return [f"{f}:{number}: reads the environment (not in ENV_READERS of scripts/check_tree.py): "
+            f"{line.strip()}"
+            for f, number, line in code_matches(tree, ENV_DIRS, ENV_READ_RE, set(ENV_READERS))]
 
 
 # --- transport_base ---------------------------------------------------------------------------
@@ -315,16 +319,10 @@ FROM_ENV_CALL_RE = re.compile(r"\bTuning::fromEnvironment\s*\(")
 
 
 def check_tuning_source(tree):
-    problems = []
-    own = {"src/common/tuning.h", "src/common/tuning.cc"}
-    for f in tree.sources(ENV_DIRS):
-        if f in own or f == TUNING_SOURCE:
-            continue
-        for number, line in enumerate(tree.lines(f), 1):
-            if FROM_ENV_CALL_RE.search(code_part(line)):
-                problems.append(f"{f}:{number}: calls Tuning::fromEnvironment() (only "
-                                f"{TUNING_SOURCE} may, at init; take the Tuning given instead)")
-    return problems
+    allowed = {"src/common/tuning.h", "src/common/tuning.cc", TUNING_SOURCE}
+    return [f"{f}:{number}: calls Tuning::fromEnvironment() (only {TUNING_SOURCE} may, at init; "
+            "take the Tuning given instead)"
+            for f, number, _ in code_matches(tree, ENV_DIRS, FROM_ENV_CALL_RE, allowed)]
 
 
 # --- core_parts -------------------------------------------------------------------------------

@@ -103,6 +103,29 @@ class CheckTreeTest(unittest.TestCase):
         self.assertEqual(len(out), 1)
         self.assertTrue(out[0].startswith("src/bad.cc:2: not formatted"))
 
+    def test_tuning_from_environment_only_in_the_init_config(self):
+        self.write("src/core/comm_config.cc", "Tuning t = Tuning::fromEnvironment();\n")
+        self.write("src/common/tuning.cc", "Tuning Tuning::fromEnvironment() { return {}; }\n")
+        self.write("tests/t.cc", "auto t = Tuning::fromEnvironment();\n")
+        self.write("src/topo/d.h", "// Tuning::fromEnvironment() in a comment\nint x;\n")
+        self.assertEqual(run(self.root, "tuning_source"), (0, []))
+        self.write("src/topo/d.h", "void f(const Tuning& t = Tuning::fromEnvironment());\n")
+        rc, out = run(self.root, "tuning_source")
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(out), 1)
+        self.assertTrue(out[0].startswith("src/topo/d.h:1: calls Tuning::fromEnvironment()"))
+
+    def test_communicator_includes_none_of_its_parts(self):
+        self.write("src/core/communicator.cc",
+                   '#include "src/core/communicator.h"\n#include "src/core/gpu_path.h"\n')
+        self.assertEqual(run(self.root, "core_parts"), (0, []))
+        self.write("src/core/communicator.cc", '#include "src/core/communicator.h"\n'
+                   '#include "synth/model/simulator.h"\n#include "src/core/device_world.h"\n')
+        rc, out = run(self.root, "core_parts")
+        self.assertEqual(rc, 1)
+        self.assertEqual([line.split(": ")[0] for line in out],
+                         ["src/core/communicator.cc:2", "src/core/communicator.cc:3"])
+
     def test_unknown_check_is_a_usage_error(self):
         rc, _ = run(self.root, "no_such_check")
         self.assertEqual(rc, 2)
