@@ -83,6 +83,8 @@ inside() {  # inside COMMAND: runs it in the root, in a mount namespace of its o
   unshare --mount --propagation private -- bash -c '
     set -e
     root=$1; cuda=$2; shift 2
+    # The root is a mount point of its own, as on a machine: ip netns (the netns tests) remounts it.
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount -t sysfs sysfs "$root/sys"
     mount --rbind /dev "$root/dev"

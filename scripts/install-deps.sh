@@ -11,6 +11,7 @@ pkgs=(build-essential cmake ninja-build pkg-config libhwloc-dev hwloc libpugixml
       ccache)
 if [ "${1:-}" != --run ]; then
   pkgs+=(git  # scripts/check_tree.py lists the tracked files
+         file  # cpack's DEB generator reads the binaries' types (tests/install)
          libgtest-dev googletest graphviz clang
          clang-format  # the tree's formatting is checked (tests/lint)
          iproute2  # ip/tc for the network-namespace tests (label netns)
