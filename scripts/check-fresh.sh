@@ -86,7 +86,7 @@ inside() {  # inside COMMAND: runs it in the root, in a mount namespace of its o
     # The root is a mount point of its own, as on a machine: ip netns (the netns tests) remounts it.
     mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
-    mount -t sysfs sysfs "$root/sys"
+    mount --rbind /sys "$root/sys"  # with /sys/fs/cgroup, which slurmd needs
     mount --rbind /dev "$root/dev"
     mount -t tmpfs tmpfs "$root/dev/shm"
     if [ "$cuda" = 1 ] && [ -d /usr/local/cuda ]; then
