@@ -201,7 +201,7 @@ def strongly_connected(graph):
 
 
 def cycle_through(graph, component):
-    """One cycle inside `component`, as [(file, line of its include of the next file)]."""
+    """One cycle inside `component`, as [(node, its edge's payload toward the next node)]."""
     members = set(component)
     start = component[0]
     # Breadth-first from start back to start, inside the component.
@@ -209,29 +209,36 @@ def cycle_through(graph, component):
     queue = [start]
     while queue:
         node = queue.pop(0)
-        for target, number in graph[node]:
+        for target, where in graph[node]:
             if target not in members:
                 continue
             if target == start:
-                path = [(node, number)]
+                path = [(node, where)]
                 while previous[path[-1][0]] is not None:
                     path.append(previous[path[-1][0]])
                 return list(reversed(path))
             if target not in previous:
-                previous[target] = (node, number)
+                previous[target] = (node, where)
                 queue.append(target)
-    return [(start, 0)]
+    return [(start, (start, 1))]
 
 
-def check_include_cycles(tree):
-    graph = include_graph(tree)
+def cycle_problems(graph, kind):
+    """One problem per edge of one cycle in each strongly connected part of `graph`, whose edges
+    are (target, (file, line of the include))."""
     problems = []
     for component in strongly_connected(graph):
         cycle = cycle_through(graph, component)
-        chain = " -> ".join([f for f, _ in cycle] + [cycle[0][0]])
-        for f, number in cycle:
-            problems.append(f"{f}:{number}: include cycle: {chain}")
+        chain = " -> ".join([node for node, _ in cycle] + [cycle[0][0]])
+        for _, (f, number) in cycle:
+            problems.append(f"{f}:{number}: {kind} cycle: {chain}")
     return problems
+
+
+def check_include_cycles(tree):
+    graph = {f: [(target, (f, number)) for target, number in edges]
+             for f, edges in include_graph(tree).items()}
+    return cycle_problems(graph, "include")
 
 
 # --- unit_cycles ------------------------------------------------------------------------------
@@ -258,14 +265,7 @@ def unit_graph(tree):
 
 
 def check_unit_cycles(tree):
-    graph = unit_graph(tree)
-    problems = []
-    for component in strongly_connected(graph):
-        cycle = cycle_through(graph, component)
-        chain = " -> ".join([unit for unit, _ in cycle] + [cycle[0][0]])
-        for _, (f, number) in cycle:
-            problems.append(f"{f}:{number}: unit cycle: {chain}")
-    return problems
+    return cycle_problems(unit_graph(tree), "unit")
 
 
 # --- file_length ------------------------------------------------------------------------------
