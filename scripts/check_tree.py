@@ -14,8 +14,9 @@ found one (2 on a usage error). Checks:
   clang_format    every tracked .cc / .h under FORMAT_DIRS is formatted per .clang-format
   tuning_source   Tuning::fromEnvironment() is called in one place of the library, TUNING_SOURCE
                   (init); everything else takes the Tuning it is given
-  core_parts      the communicator's own file includes nothing of the parts it owns (CUDA,
-                  device work, the synthesizer): COMMUNICATOR_FORBIDDEN
+  core_parts      no file of src/core includes CUDA code (CORE_FORBIDDEN: it lives in src/cuda
+                  and transports/cuda), and the communicator's own file nothing of the other
+                  parts it owns (the synthesizer): COMMUNICATOR_FORBIDDEN
 
 Usage: scripts/check_tree.py [--root DIR] [CHECK ...]   (no CHECK: all of them)
 Python 3 standard library only; the files are the ones git tracks (every file when DIR is not a
@@ -80,12 +81,14 @@ SOURCE_SUFFIXES = (".cc", ".h", ".c", ".cu", ".cuh", ".inc", ".hpp", ".cpp")
 # passes the Tuning down; defaults are never read from the environment anywhere else.
 TUNING_SOURCE = "src/core/comm_config.cc"
 
-# core_parts: include prefixes src/core/communicator.cc may not use. A communicator owns its parts
-# (plan making, device work) through their own modules; it does not build fabrics, simulate plans
-# or touch CUDA itself.
+# core_parts: include prefixes no file of src/core may use (CUDA is device execution's,
+# src/cuda, and the CUDA transport's: the core reaches it through src/core/device_path.h), and
+# those src/core/communicator.cc may not use besides (a communicator owns plan making through its
+# own module; it does not build fabrics or simulate plans itself).
+CORE_DIR = "src/core/"
+CORE_FORBIDDEN = ["src/cuda/", "transports/cuda/"]
 COMMUNICATOR = "src/core/communicator.cc"
-COMMUNICATOR_FORBIDDEN = ["src/cuda/", "transports/cuda/", "synth/", "src/core/device_",
-                          "src/core/rank_gpu"]
+COMMUNICATOR_FORBIDDEN = ["synth/"]
 
 # ------------------------------------------------------------------------------------------------
 
@@ -331,12 +334,19 @@ def check_core_parts(tree):
     problems = []
     if COMMUNICATOR not in tree.file_set:
         return [f"{COMMUNICATOR}:1: missing (scripts/check_tree.py COMMUNICATOR names it)"]
-    for number, line in enumerate(tree.lines(COMMUNICATOR), 1):
-        m = INCLUDE_RE.match(line)
-        if m and any(m.group(1).startswith(prefix) for prefix in COMMUNICATOR_FORBIDDEN):
-            problems.append(f"{COMMUNICATOR}:{number}: includes {m.group(1)}: the communicator "
-                            "reaches CUDA, device work and synthesis only through the parts it "
-                            "owns")
+    for f in sorted(tree.file_set):
+        if not f.startswith(CORE_DIR) or not f.endswith(SOURCE_SUFFIXES):
+            continue
+        for number, line in enumerate(tree.lines(f), 1):
+            m = INCLUDE_RE.match(line)
+            if not m:
+                continue
+            if any(m.group(1).startswith(prefix) for prefix in CORE_FORBIDDEN):
+                problems.append(f"{f}:{number}: includes {m.group(1)}: the core reaches CUDA only "
+                                "through src/core/device_path.h")
+            elif f == COMMUNICATOR and any(m.group(1).startswith(p) for p in COMMUNICATOR_FORBIDDEN):
+                problems.append(f"{f}:{number}: includes {m.group(1)}: the communicator reaches "
+                                "synthesis only through the parts it owns")
     return problems
 
 

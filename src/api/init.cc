@@ -9,7 +9,7 @@
 #include "src/common/clock.h"
 #include "src/common/env.h"
 #include "src/core/group.h"
-#include "src/core/rank_gpu.h"
+#include "src/cuda/rank_gpu.h"
 
 namespace weft::api {
 
@@ -97,7 +97,7 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     fail(Status::kInvalidArgument,
          "rank " + std::to_string(rank) + " out of range [0, " + std::to_string(nranks) + ")");
   core::CommConfig cfg = toConfig(config, core::configFromEnv());
-  core::noteCudaDevice(&cfg, device);  // here: the init may run on another thread
+  cuda::noteCudaDevice(&cfg, device);  // here: the init may run on another thread
   bootstrap::describe(toId(id));       // rejects a malformed id before anything starts
   auto* handle = new ncclComm;
   *out = handle;

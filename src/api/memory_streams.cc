@@ -5,7 +5,7 @@
 
 #include "src/api/handle.h"
 #include "src/common/clock.h"
-#include "src/core/memory.h"
+#include "src/cuda/memory.h"
 #include "src/exec/executor.h"
 #include "src/exec/host_stream.h"
 #include "weft/weft.h"
@@ -16,7 +16,7 @@ using weft::api::guard;
 WEFT_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
   return guard("ncclMemAlloc", [&](std::string*) {
     if (!ptr) fail(Status::kInvalidArgument, "ptr is NULL");
-    *ptr = core::memAlloc(size);
+    *ptr = cuda::memAlloc(size);
     return Status::kSuccess;
   });
 }
@@ -24,7 +24,7 @@ WEFT_API(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size)) {
 WEFT_API(ncclResult_t, ncclMemFree, (void* ptr)) {
   return guard("ncclMemFree", [&](std::string*) {
     if (!ptr) return Status::kSuccess;
-    core::memFree(ptr);
+    cuda::memFree(ptr);
     return Status::kSuccess;
   });
 }
@@ -38,11 +38,11 @@ WEFT_API(ncclResult_t, ncclCommRegister,
     if (!buff && size > 0) fail(Status::kInvalidArgument, "buff is NULL");
     // Device buffers also get the descriptor peers map them with; host buffers keep the
     // communicator's record alone. The handle is the buffer either way.
-    const bool device = core::registerDeviceBuffer(impl, cuda::driver().api.get(), buff, size);
+    const bool device = cuda::registerDeviceBuffer(impl, cuda::driver().api.get(), buff, size);
     try {
       *handle = impl->registerBuffer(buff, size);
     } catch (...) {
-      if (device) core::deregisterDeviceBuffer(impl, buff);
+      if (device) cuda::deregisterDeviceBuffer(impl, buff);
       throw;
     }
     return Status::kSuccess;
@@ -54,7 +54,7 @@ WEFT_API(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle)
   return guard("ncclCommDeregister", [&](std::string*) {
     core::Communicator* impl = api::communicator(comm);
     impl->deregisterBuffer(handle);
-    core::deregisterDeviceBuffer(impl, handle);
+    cuda::deregisterDeviceBuffer(impl, handle);
     return Status::kSuccess;
   });
 }

@@ -1,6 +1,6 @@
 // The element arithmetic of every reduction: element formats (storage type, arithmetic type,
 // conversions) and operators, written once as WEFT_HD code. The host's scalar kernels
-// (reduce_scalar.cc) and the CUDA kernels (src/exec/cuda/) compile this same source, so a host
+// (reduce_scalar.cc) and the device kernels (src/cuda/) compile this same source, so a host
 // test of it tests the device arithmetic too. The SIMD files must not include it (see
 // reduce_internal.h): their vector loops are written against the same rules and tested against
 // the scalar code.

@@ -64,7 +64,7 @@ struct Tuning {
   bool tcpPoll = false;         // WEFT_TCP_POLL
   bool tcpLowat = true;         // WEFT_TCP_LOWAT
 
-  // --- Calls on device memory (src/core/device_kernels.h).
+  // --- Calls on device memory (src/cuda/device_kernels.h).
   bool deviceKernels = true;     // WEFT_DEVICE_KERNELS
   uint32_t deviceThreads = 256;  // WEFT_DEVICE_THREADS
 

@@ -20,7 +20,7 @@ struct Call {
   int root = 0;  // root, or peer for Send / Recv
   bool isSend = false;
   void* stream = nullptr;
-  // The buffers are device memory and `stream` a CUDA stream (src/core/device_calls.h).
+  // The buffers are device memory and `stream` a CUDA stream (src/cuda/device_calls.h).
   bool device = false;
 };
 

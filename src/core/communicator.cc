@@ -12,7 +12,7 @@
 #include "src/common/reduce.h"
 #include "src/core/comm_view.h"
 #include "src/core/cpu_placement.h"
-#include "src/core/gpu_path.h"
+#include "src/core/device_path.h"
 #include "src/core/plan_maker.h"
 #include "src/plan/chunk_plan.h"
 #include "transports/base/registration.h"
@@ -74,7 +74,7 @@ Communicator::Communicator(const bootstrap::UniqueIdBytes& id, int rank, int nra
   serial_ = ++serials;
   bell_ = std::make_unique<transport::RankBell>(commHash_, rank);
   deviceView_ = std::make_unique<DeviceView>(*this);
-  gpu_ = std::make_unique<GpuPath>(*deviceView_, cfg.cudaDevice, cfg.cudaBusId);
+  gpu_ = makeDevicePath(*deviceView_, this, cfg.cudaDevice, cfg.cudaBusId);
 
   std::vector<InitInfo> infos(nranks);
   infos[rank].peer = transport::localPeerInfo(rank, tuning_);
@@ -213,7 +213,7 @@ Communicator::~Communicator() {
   }
   boot_.reset();
   // Device buffers registered with this communicator are forgotten with it, as NCCL's are.
-  GpuPath::dropRegistrations(this);
+  gpu_->dropRegistrations();
 }
 
 bool Communicator::allRanksOnThisHost() const {

@@ -25,7 +25,7 @@ struct Choice;
 
 namespace weft::core {
 
-class GpuPath;
+class DevicePath;
 class PlanMaker;
 
 class Communicator : public exec::ConnectionSource {
@@ -111,9 +111,9 @@ class Communicator : public exec::ConnectionSource {
   // peer reads this rank's memory in place any more (Connection::awaitPeerOutOfMemory).
   void awaitPeersOutOfMemory(std::chrono::milliseconds timeout);
 
-  // Calls on device memory (src/core/gpu_path.h): the staged and kernel paths, and every
+  // Calls on device memory (src/core/device_path.h): the staged and kernel paths, and every
   // rank's GPU as init found it.
-  GpuPath& gpu() { return *gpu_; }
+  DevicePath& gpu() { return *gpu_; }
   // Whether every rank of this communicator lives on this host; whether rank `r` lives in this
   // process.
   bool allRanksOnThisHost() const;
@@ -175,7 +175,7 @@ class Communicator : public exec::ConnectionSource {
   // outlives the path.
   class DeviceView;
   std::unique_ptr<DeviceView> deviceView_;
-  std::unique_ptr<GpuPath> gpu_;
+  std::unique_ptr<DevicePath> gpu_;
 
   std::mutex connMu_;
   std::unordered_map<uint64_t, std::unique_ptr<transport::Connection>> conns_;

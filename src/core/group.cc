@@ -9,10 +9,7 @@
 
 #include "src/common/log.h"
 #include "src/core/communicator.h"
-#include "src/core/device_calls.h"
-#include "src/core/device_kernels.h"
-#include "src/core/gpu_path.h"
-#include "src/cuda/driver_api.h"
+#include "src/core/device_path.h"
 #include "src/exec/host_stream.h"
 
 namespace weft::core {
@@ -247,47 +244,9 @@ BufferUse stagedBufferUse(const Call& call) {
   return bufferUse(call, call.comm->rank(), call.comm->size());
 }
 
-// Calls on device memory, on any CUDA streams: queued there. Communicators whose ranks all use
-// this GPU run them in the interpreter's kernel (src/core/device_kernels.h), all streams at once
-// so that ranks driven by this thread set up together; the rest are staged through host memory,
-// a job per stream (src/core/device_calls.h).
+// Calls on device memory, on any CUDA streams: queued there by the device path.
 Status launchDevice(const std::vector<Call>& calls, std::string* why) {
-  const cuda::DriverApi* api = cuda::driver().api.get();
-  if (!api) {
-    *why = "no CUDA device: " + cuda::driver().why;
-    return Status::kInvalidArgument;
-  }
-  try {
-    std::vector<Call> kernel;
-    std::vector<DeviceKernelRank*> kernelRanks;
-    std::vector<void*> streamOrder;
-    std::map<void*, std::vector<Call>> staged;
-    for (const Call& c : calls) {
-      if (DeviceKernelRank* k = c.comm->gpu().kernels(*api)) {
-        kernel.push_back(c);
-        kernelRanks.push_back(k);
-        continue;
-      }
-      if (!staged.count(c.stream)) streamOrder.push_back(c.stream);
-      staged[c.stream].push_back(c);
-    }
-    Status first = Status::kSuccess;
-    if (!kernel.empty()) first = launchKernels(kernel, kernelRanks, why);
-    for (void* stream : streamOrder) {
-      std::vector<Call>& batch = staged[stream];
-      std::string msg;
-      const Status st = batch.front().comm->gpu().stagedCalls(*api).launch(
-          std::move(batch), runStagedCalls, stagedBufferUse, &msg);
-      if (st != Status::kSuccess && first == Status::kSuccess) {
-        first = st;
-        *why = msg;
-      }
-    }
-    return first;
-  } catch (const Error& e) {
-    *why = e.what();
-    return e.code();
-  }
+  return launchDeviceCalls(calls, runStagedCalls, stagedBufferUse, why);
 }
 
 // One call outside a group: the common case, without the grouping maps.

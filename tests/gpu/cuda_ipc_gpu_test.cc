@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "src/core/memory.h"
 #include "src/cuda/driver_api.h"
+#include "src/cuda/memory.h"
 #include "src/cuda/memory_kind.h"
 #include "transports/cuda/allocation.h"
 #include "transports/cuda/ipc.h"
@@ -125,15 +125,15 @@ bool runOwner(int toPeer, int fromPeer) {
   CHECK(load.api, "%s", load.why.c_str());
   const weft::cuda::DriverApi* api = load.api.get();
   // Before any CUDA call: no context, so ncclMemAlloc's rule gives host memory.
-  void* host = weft::core::memAlloc(api, 4096);
+  void* host = weft::cuda::memAlloc(api, 4096);
   CHECK(weft::cuda::classifyPointer(api, host).kind == weft::cuda::MemoryKind::kHost,
         "memAlloc without a context was not host memory");
-  weft::core::memFree(api, host);
+  weft::cuda::memFree(api, host);
 
   CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
   CHECK(cudaFree(nullptr) == cudaSuccess, "context");
-  void* cuMemWhole = weft::core::memAlloc(api, kBytes);
-  void* cuMemForRegister = weft::core::memAlloc(api, kBytes);
+  void* cuMemWhole = weft::cuda::memAlloc(api, kBytes);
+  void* cuMemForRegister = weft::cuda::memAlloc(api, kBytes);
   DeviceAllocation a;
   CHECK(findDeviceAllocation(cuMemWhole, &a), "memAlloc with a context made no device allocation");
   std::printf("owner: ncclMemAlloc %zu bytes -> %s allocation of %zu bytes, fd %d\n", kBytes,
@@ -163,10 +163,10 @@ bool runOwner(int toPeer, int fromPeer) {
     IpcDescriptor d;
     std::string why;
     if (b.registered) {
-      CHECK(weft::core::registerDeviceBuffer(&comm, api, b.ptr, b.bytes),
+      CHECK(weft::cuda::registerDeviceBuffer(&comm, api, b.ptr, b.bytes),
             "registration took the host path");
-      weft::core::DeviceRegistration reg;
-      CHECK(weft::core::findDeviceRegistration(&comm, b.ptr, b.bytes, &reg), "registration lost");
+      weft::cuda::DeviceRegistration reg;
+      CHECK(weft::cuda::findDeviceRegistration(&comm, b.ptr, b.bytes, &reg), "registration lost");
       d = reg.descriptor;
       CHECK(d.offset == off, "registered offset %llu", static_cast<unsigned long long>(d.offset));
     } else {
@@ -188,10 +188,10 @@ bool runOwner(int toPeer, int fromPeer) {
     CHECK(got == fill(b.seed + 1, b.bytes), "seed %u: the child's bytes did not arrive", b.seed);
   }
   std::printf("owner: the child's writes arrived in all %u buffers\n", count);
-  CHECK(weft::core::deregisterDeviceBuffer(&comm, buffers[2].ptr), "deregister");
-  CHECK(weft::core::deregisterDeviceBuffer(&comm, buffers[3].ptr), "deregister");
-  weft::core::memFree(api, cuMemWhole);
-  weft::core::memFree(api, cuMemForRegister);
+  CHECK(weft::cuda::deregisterDeviceBuffer(&comm, buffers[2].ptr), "deregister");
+  CHECK(weft::cuda::deregisterDeviceBuffer(&comm, buffers[3].ptr), "deregister");
+  weft::cuda::memFree(api, cuMemWhole);
+  weft::cuda::memFree(api, cuMemForRegister);
   CHECK(deviceAllocationCount() == 0, "allocations left after memFree");
   cudaFree(legacyWhole);
   cudaFree(legacyForRegister);

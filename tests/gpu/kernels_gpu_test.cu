@@ -12,7 +12,7 @@
 
 #include "src/common/reduce.h"
 #include "src/cuda/ll_protocol.h"
-#include "src/exec/cuda/reduce_kernels.h"
+#include "tests/gpu/reduce_kernels.h"
 
 namespace {
 

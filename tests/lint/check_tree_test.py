@@ -115,16 +115,21 @@ class CheckTreeTest(unittest.TestCase):
         self.assertEqual(len(out), 1)
         self.assertTrue(out[0].startswith("src/topo/d.h:1: calls Tuning::fromEnvironment()"))
 
-    def test_communicator_includes_none_of_its_parts(self):
+    def test_core_includes_no_cuda_and_communicator_none_of_its_parts(self):
         self.write("src/core/communicator.cc",
-                   '#include "src/core/communicator.h"\n#include "src/core/gpu_path.h"\n')
+                   '#include "src/core/communicator.h"\n#include "src/core/device_path.h"\n')
+        self.write("src/core/group.cc", '#include "src/core/device_path.h"\n')
+        self.write("src/cuda/gpu_path.cc", '#include "src/core/communicator.h"\n')
         self.assertEqual(run(self.root, "core_parts"), (0, []))
         self.write("src/core/communicator.cc", '#include "src/core/communicator.h"\n'
-                   '#include "synth/model/simulator.h"\n#include "src/core/device_world.h"\n')
+                   '#include "synth/model/simulator.h"\n#include "src/cuda/device_world.h"\n')
+        self.write("src/core/group.cc", '#include "transports/cuda/ipc.h"\n')
+        self.write("src/core/plan_maker.cc", '#include "synth/model/simulator.h"\n')
         rc, out = run(self.root, "core_parts")
         self.assertEqual(rc, 1)
         self.assertEqual([line.split(": ")[0] for line in out],
-                         ["src/core/communicator.cc:2", "src/core/communicator.cc:3"])
+                         ["src/core/communicator.cc:2", "src/core/communicator.cc:3",
+                          "src/core/group.cc:1"])
 
     def test_unknown_check_is_a_usage_error(self):
         rc, _ = run(self.root, "no_such_check")

@@ -1,4 +1,4 @@
-// The kernel path of calls on device memory (src/core/device_kernels.h) through the public API,
+// The kernel path of calls on device memory (src/cuda/device_kernels.h) through the public API,
 // against the fake stream driver whose "kernels" run the device interpreter's host build on host
 // threads: ranks sharing a stream run in one launch, a rank's calls on two streams stay in
 // order, plans of different lane counts follow each other over the same counters, and failures

@@ -1,4 +1,4 @@
-// ncclMemAlloc and ncclCommRegister's device branches (src/core/memory.h): host memory where
+// ncclMemAlloc and ncclCommRegister's device branches (src/cuda/memory.h): host memory where
 // there is no driver or no current CUDA context (today's behaviour), device memory on the
 // current context's GPU otherwise (fake driver), and device registrations with their
 // descriptors.
@@ -6,11 +6,11 @@
 
 #include <cstring>
 
-#include "src/core/memory.h"
+#include "src/cuda/memory.h"
 #include "tests/unit/cuda/fake_cuda_driver.h"
 #include "transports/cuda/allocation.h"
 
-namespace weft::core {
+namespace weft::cuda {
 namespace {
 
 namespace fake = weft::cuda::fake;
@@ -102,4 +102,4 @@ TEST_F(DeviceMemory, UnexportableDeviceBufferFailsRegistrationWithAReason) {
 }
 
 }  // namespace
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -3,14 +3,14 @@
 // interpreter's kernel (src/cuda/device_interp.h) on the caller's stream, reading and writing
 // the user's buffers in place, with FIFOs between the ranks in GPU memory. No host thread takes
 // part once the launch is queued, so the call costs what the kernel costs. A FIFO lives in its
-// receiver's GPU memory (src/core/device_world.h): a sender on another GPU of the process stores
+// receiver's GPU memory (src/cuda/device_world.h): a sender on another GPU of the process stores
 // into it through peer access; for a sender in another process the receiver exports it through
 // the bootstrap the first time a plan uses it (CUDA IPC, transports/cuda/ipc.h) and the sender
 // maps it.
 //
 // Every rank of such a communicator takes this path for every call on device memory, decided at
 // the first one from what init exchanged (host, GPUs, peer access): ranks never mix it with the
-// staged path (src/core/device_calls.h), whose messages would never meet theirs. A launch captured
+// staged path (src/cuda/device_calls.h), whose messages would never meet theirs. A launch captured
 // into a CUDA graph replays as the next call of its ranks: the run count that orders the lanes'
 // counters lives in device memory.
 //
@@ -37,7 +37,11 @@
 #include "src/cuda/driver_api.h"
 #include "src/cuda/interp_launch.h"
 
-namespace weft::core {
+namespace weft::cuda {
+
+using core::Call;
+using core::Communicator;
+using core::CommView;
 
 class DeviceWorld;
 struct LaunchDone;
@@ -107,4 +111,4 @@ class DeviceKernelRank {
 Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
                      std::string* why);
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "src/common/reduce_elements.h"
-#include "src/exec/cuda/reduce_kernels.h"
+#include "tests/gpu/reduce_kernels.h"
 
 namespace weft::cuda {
 namespace {

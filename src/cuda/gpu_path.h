@@ -1,8 +1,8 @@
-// A communicator's calls on device memory: the part of the communicator that owns the device
-// side, so the communicator itself never touches CUDA. It holds every rank's GPU as init found
-// it and whether they reach each other's memory, the staged path's workers and staging
-// (src/core/device_calls.h) and the kernel path's rank state (src/core/device_kernels.h), and it
-// raises the device abort word and drops device registrations for the communicator.
+// A communicator's calls on device memory (the core's DevicePath, src/core/device_path.h): it
+// holds every rank's GPU as init found it and whether they reach each other's memory, the staged
+// path's workers and staging (src/cuda/device_calls.h) and the kernel path's rank state
+// (src/cuda/device_kernels.h), and it raises the device abort word and drops device
+// registrations for the communicator.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,32 +11,25 @@
 #include <vector>
 
 #include "src/common/error.h"
+#include "src/core/device_path.h"
 
 namespace weft::cuda {
+
 struct DriverApi;
-}
-namespace weft::bootstrap {
-class Bootstrap;
-}
-
-namespace weft::core {
-
-class CommView;
+using core::CommView;
 class DeviceCallState;
 class DeviceKernelRank;
 
-class GpuPath {
+class GpuPath final : public core::DevicePath {
  public:
   // `comm` outlives this; `cudaDevice` and `cudaBusId`: the rank's GPU (CommConfig).
-  GpuPath(CommView& comm, int cudaDevice, std::string cudaBusId);
-  ~GpuPath();
+  // `owner`: the communicator, the key of its device registrations.
+  GpuPath(CommView& comm, const void* owner, int cudaDevice, std::string cudaBusId);
+  ~GpuPath() override;
   GpuPath(const GpuPath&) = delete;
   GpuPath& operator=(const GpuPath&) = delete;
 
-  // At init, once every rank's GPU is known (`busIds` by rank, "" where none): where every rank
-  // has one, each asks whether its GPU reaches every other's and all agree on the table through
-  // `boot` (an allgather every rank takes part in); else nothing is exchanged.
-  void agreeOnGpus(std::vector<std::string> busIds, bootstrap::Bootstrap& boot);
+  void agreeOnGpus(std::vector<std::string> busIds, bootstrap::Bootstrap& boot) override;
   // Rank `r`'s GPU at init by PCI bus id ("" where none); whether every rank's GPU can reach
   // every other's memory (false unless every rank has a GPU).
   const std::string& cudaBusIdOf(int r) const { return busIds_[r]; }
@@ -50,20 +43,19 @@ class GpuPath {
   // The decision's result once made (null before, or where staged).
   DeviceKernelRank* kernelRank();
   // Ends both paths: waits (bounded) for jobs still on their streams, joins the workers, and
-  // for the kernel path's launches. Destroy calls it before the links go.
-  void end();
-  // The first failure the kernel path's launches recorded: kSuccess, or an error with `why`.
-  Status failure(std::string* why);
-
+  // for the kernel path's launches.
+  void end() override;
+  // The first failure the kernel path's launches recorded.
+  Status failure(std::string* why) override;
   // Raises the device abort word of this communicator's ranks in this process, so their
   // launches end (an aborted rank that never called on device memory still stops its peers').
-  void raiseAbort();
-  // Forgets the device buffers registered under `owner` (the communicator), as NCCL does at
-  // destroy.
-  static void dropRegistrations(const void* owner);
+  void raiseAbort() override;
+  // Forgets the device buffers registered under `owner`, the communicator this path serves.
+  void dropRegistrations() override;
 
  private:
   CommView& comm_;
+  const void* owner_;
   const int cudaDevice_;
   const std::string cudaBusId_;
   std::vector<std::string> busIds_;
@@ -75,4 +67,4 @@ class GpuPath {
   std::unique_ptr<DeviceKernelRank> kernels_;
 };
 
-}  // namespace weft::core
+}  // namespace weft::cuda

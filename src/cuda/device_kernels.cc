@@ -1,4 +1,4 @@
-#include "src/core/device_kernels.h"
+#include "src/cuda/device_kernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,12 +9,12 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/log.h"
-#include "src/core/device_world.h"
 #include "src/cuda/device_plan.h"
+#include "src/cuda/device_world.h"
 #include "transports/cuda/ipc.h"
 #include "transports/cuda/ipc_descriptor.h"
 
-namespace weft::core {
+namespace weft::cuda {
 
 using cuda::CuDevicePtr;
 using cuda::CuResult;
@@ -569,4 +569,4 @@ Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKer
   return Status::kSuccess;
 }
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -1,4 +1,4 @@
-#include "src/core/device_calls.h"
+#include "src/cuda/device_calls.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include "src/common/log.h"
 #include "src/exec/host_stream.h"
 
-namespace weft::core {
+namespace weft::cuda {
 namespace {
 
 using cuda::CuDevicePtr;
@@ -294,4 +294,4 @@ Status DeviceCallState::launch(std::vector<Call> calls, HostRunner runHost, Buff
   return Status::kSuccess;
 }
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -1,5 +1,5 @@
 // What the ranks of one communicator that share a process and a GPU share on the kernel path
-// (src/core/device_kernels.h): the interpreter loaded into that GPU's primary context, the FIFOs
+// (src/cuda/device_kernels.h): the interpreter loaded into that GPU's primary context, the FIFOs
 // these ranks receive on (a FIFO lives in its receiver's GPU memory: senders on the same GPU use
 // it directly, senders on another GPU of the process through peer access, senders in other
 // processes map it through CUDA IPC), the abort word every launch of theirs watches, and the
@@ -26,7 +26,7 @@
 #include "src/cuda/interp_launch.h"
 #include "transports/cuda/ipc.h"
 
-namespace weft::core {
+namespace weft::cuda {
 
 // Makes `ctx` current on this thread for the scope (where it is not already), as driver calls
 // that allocate, copy, map or launch act on the current context.
@@ -124,4 +124,4 @@ class DeviceWorld {
   bool keepMemory_ = false;
 };
 
-}  // namespace weft::core
+}  // namespace weft::cuda

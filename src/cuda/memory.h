@@ -1,6 +1,5 @@
 // ncclMemAlloc and ncclCommRegister's memory side.
-// - Host mode: page-aligned memory backed by a memfd, so peers on this host can map the same
-//   pages (zero-copy collectives on it).
+// - Host mode: memfd-backed host memory (src/core/host_memory.h).
 // - On a GPU (the calling thread's current CUDA context is on a device, NCCL's rule that
 //   ncclMemAlloc allocates on the current device): cuMem memory with a POSIX fd handle that peers
 //   map (transports/cuda/allocation.h), or cuMemAlloc memory where the device lacks cuMem.
@@ -10,7 +9,7 @@
 #include "src/cuda/driver_api.h"
 #include "transports/cuda/ipc_descriptor.h"
 
-namespace weft::core {
+namespace weft::cuda {
 
 void* memAlloc(size_t bytes);  // throws weft::Error; asks cuda::driver()
 void memFree(void* ptr);       // throws weft::Error for pointers memAlloc did not return
@@ -41,4 +40,4 @@ size_t deviceRegistrationCount(const void* owner);
 // Forgets every registration under `owner` (communicator destroy / abort).
 void dropDeviceRegistrations(const void* owner);
 
-}  // namespace weft::core
+}  // namespace weft::cuda

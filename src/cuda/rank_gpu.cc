@@ -1,9 +1,9 @@
-#include "src/core/rank_gpu.h"
+#include "src/cuda/rank_gpu.h"
 
 #include "src/core/comm_config.h"
 #include "src/cuda/driver_api.h"
 
-namespace weft::core {
+namespace weft::cuda {
 
 void noteCudaDevice(CommConfig* cfg, int ordinal) {
   cfg->cudaDevice = -1;
@@ -26,4 +26,4 @@ void noteCudaDevice(CommConfig* cfg, int ordinal) {
   cfg->cudaBusId = busId;
 }
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -18,15 +18,15 @@
 #include "src/common/error.h"
 #include "src/common/tuning.h"
 #include "src/core/call.h"
+#include "src/core/device_path.h"
 #include "src/cuda/driver_api.h"
 
-namespace weft::core {
+namespace weft::cuda {
 
-// Runs staged calls (host pointers, no stream) to the end on the calling thread.
-using HostRunner = Status (*)(std::vector<Call>& calls, std::string* why);
-// Which of a call's buffers its rank reads and writes (bufferUse with the rank and size of the
-// call's communicator).
-using BufferUser = BufferUse (*)(const Call& call);
+using core::BufferUse;
+using core::BufferUser;
+using core::Call;
+using core::HostRunner;
 
 // Per communicator: the worker threads (one per CUDA stream it was called on) and the pinned
 // staging blocks. Destroying it waits, within the tuning's timeout, for jobs still on their
@@ -49,4 +49,4 @@ class DeviceCallState {
   std::shared_ptr<Shared> shared_;
 };
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -1,11 +1,11 @@
-#include "src/core/device_world.h"
+#include "src/cuda/device_world.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "src/common/log.h"
 
-namespace weft::core {
+namespace weft::cuda {
 namespace {
 
 using cuda::CuDevicePtr;
@@ -219,4 +219,4 @@ void DeviceWorld::raiseAbortOf(uint64_t commHash) {
 
 void DeviceWorld::raiseAbort() { __atomic_store_n(abortHost(), 1u, __ATOMIC_RELEASE); }
 
-}  // namespace weft::core
+}  // namespace weft::cuda

@@ -1,17 +1,19 @@
-#include "src/core/gpu_path.h"
+#include "src/cuda/gpu_path.h"
 
 #include <algorithm>
+#include <map>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/common/log.h"
 #include "src/core/comm_view.h"
-#include "src/core/device_calls.h"
-#include "src/core/device_kernels.h"
-#include "src/core/device_world.h"
-#include "src/core/memory.h"
+#include "src/core/communicator.h"
+#include "src/cuda/device_calls.h"
+#include "src/cuda/device_kernels.h"
+#include "src/cuda/device_world.h"
 #include "src/cuda/driver_api.h"
+#include "src/cuda/memory.h"
 
-namespace weft::core {
+namespace weft::cuda {
 namespace {
 
 // Whether GPU `ordinal` (bus id `mine`) can store into the memory of the GPU at bus id `theirs`:
@@ -30,8 +32,8 @@ bool gpuReaches(int ordinal, const std::string& mine, const std::string& theirs)
 
 }  // namespace
 
-GpuPath::GpuPath(CommView& comm, int cudaDevice, std::string cudaBusId)
-    : comm_(comm), cudaDevice_(cudaDevice), cudaBusId_(std::move(cudaBusId)) {}
+GpuPath::GpuPath(CommView& comm, const void* owner, int cudaDevice, std::string cudaBusId)
+    : comm_(comm), owner_(owner), cudaDevice_(cudaDevice), cudaBusId_(std::move(cudaBusId)) {}
 
 GpuPath::~GpuPath() { end(); }
 
@@ -93,6 +95,60 @@ Status GpuPath::failure(std::string* why) {
 
 void GpuPath::raiseAbort() { DeviceWorld::raiseAbortOf(comm_.commHash()); }
 
-void GpuPath::dropRegistrations(const void* owner) { dropDeviceRegistrations(owner); }
+void GpuPath::dropRegistrations() { dropDeviceRegistrations(owner_); }
+
+}  // namespace weft::cuda
+
+namespace weft::core {
+
+std::unique_ptr<DevicePath> makeDevicePath(CommView& comm, const void* owner, int cudaDevice,
+                                           std::string cudaBusId) {
+  return std::make_unique<cuda::GpuPath>(comm, owner, cudaDevice, std::move(cudaBusId));
+}
+
+// Communicators whose ranks all use this GPU (or GPUs reaching each other) run their calls in the
+// device kernels (src/cuda/device_kernels.h), all streams at once so that ranks driven by this
+// thread set up together; the rest are staged through host memory, a job per stream
+// (src/cuda/device_calls.h).
+Status launchDeviceCalls(const std::vector<Call>& calls, HostRunner runHost, BufferUser useOf,
+                         std::string* why) {
+  const cuda::DriverApi* api = cuda::driver().api.get();
+  if (!api) {
+    *why = "no CUDA device: " + cuda::driver().why;
+    return Status::kInvalidArgument;
+  }
+  try {
+    std::vector<Call> kernel;
+    std::vector<cuda::DeviceKernelRank*> kernelRanks;
+    std::vector<void*> streamOrder;
+    std::map<void*, std::vector<Call>> staged;
+    for (const Call& c : calls) {
+      auto& gpu = static_cast<cuda::GpuPath&>(c.comm->gpu());
+      if (cuda::DeviceKernelRank* k = gpu.kernels(*api)) {
+        kernel.push_back(c);
+        kernelRanks.push_back(k);
+        continue;
+      }
+      if (!staged.count(c.stream)) streamOrder.push_back(c.stream);
+      staged[c.stream].push_back(c);
+    }
+    Status first = Status::kSuccess;
+    if (!kernel.empty()) first = cuda::launchKernels(kernel, kernelRanks, why);
+    for (void* stream : streamOrder) {
+      std::vector<Call>& batch = staged[stream];
+      std::string msg;
+      auto& gpu = static_cast<cuda::GpuPath&>(batch.front().comm->gpu());
+      const Status st = gpu.stagedCalls(*api).launch(std::move(batch), runHost, useOf, &msg);
+      if (st != Status::kSuccess && first == Status::kSuccess) {
+        first = st;
+        *why = msg;
+      }
+    }
+    return first;
+  } catch (const Error& e) {
+    *why = e.what();
+    return e.code();
+  }
+}
 
 }  // namespace weft::core
