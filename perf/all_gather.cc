@@ -18,6 +18,7 @@ class AllGather final : public Collective {
     return static_cast<double>(count * typeSize) * n;
   }
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kAllGather; }
   // Rank r contributes elements [r * count, (r + 1) * count) of one global array.
   double input(const DataView& v, size_t i) const override {
     return v.input(v.rank, v.rank * v.count + i);

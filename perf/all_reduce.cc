@@ -16,6 +16,7 @@ class AllReduce final : public Collective {
     return static_cast<double>(count * typeSize);
   }
   double busFactor(int n) const override { return 2.0 * (n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kAllReduce; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   Expect expected(const DataView& v, size_t k) const override { return v.reduced(k); }
 };

@@ -19,6 +19,7 @@ class AlltoAll final : public Collective {
     return static_cast<double>(count * typeSize) * n;
   }
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kAlltoall; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   // Block p of my output is block `rank` of rank p's input.
   Expect expected(const DataView& v, size_t k) const override {

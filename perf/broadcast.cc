@@ -16,6 +16,7 @@ class Broadcast final : public Collective {
     return static_cast<double>(count * typeSize);
   }
   double busFactor(int) const override { return 1.0; }
+  Pattern pattern() const override { return Pattern::kBroadcast; }
   // Every rank fills its send buffer (with its own values) so a wrong source shows up.
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   Expect expected(const DataView& v, size_t k) const override { return {v.input(v.root, k), 0}; }

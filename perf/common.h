@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nccl.h"
+#include "perf/roofline.h"
 #include "perf/values.h"
 
 namespace weft::perf {
@@ -78,6 +79,8 @@ class Collective {
   virtual Expect expected(const DataView& v, size_t k) const = 0;
   // False where an in-place call has no defined result: its #wrong column prints N/A.
   virtual bool checksInPlace() const { return true; }
+  // The data movement of the roofline columns on device memory (perf/roofline.h); kNone: none.
+  virtual Pattern pattern() const { return Pattern::kNone; }
   // Empty when the collective can run on nranks ranks, else the line to print instead.
   virtual std::string unsupported(int nranks) const { return ""; }
 };

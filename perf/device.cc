@@ -5,12 +5,17 @@
 #include <initializer_list>
 
 #include "perf/failure.h"
+#include "perf/roofline.h"
 
 namespace weft::perf {
 namespace {
 
 using cuda::CuResult;
 using cuda::kCuSuccess;
+
+// The two device attributes the roofline's bandwidth comes from (CUDA's CUdevice_attribute).
+constexpr int kCuDeviceAttributeMemoryClockRate = 36;       // ..._MEMORY_CLOCK_RATE, kHz
+constexpr int kCuDeviceAttributeGlobalMemoryBusWidth = 37;  // ..._GLOBAL_MEMORY_BUS_WIDTH, bits
 
 cuda::CuDevicePtr devicePtr(const void* p) {
   return static_cast<cuda::CuDevicePtr>(reinterpret_cast<uintptr_t>(p));
@@ -111,6 +116,23 @@ std::string DeviceRuntime::busId(int ordinal) const {
       api_.deviceGetPciBusId(bus, sizeof bus - 1, dev) != kCuSuccess)
     return "";
   return bus;
+}
+
+double DeviceRuntime::memoryGBps(int ordinal, std::string* source) const {
+  cuda::CuDevice dev = 0;
+  int clockKHz = 0, busBits = 0;
+  if (!api_.deviceGetAttribute || api_.deviceGet(&dev, ordinal) != kCuSuccess ||
+      api_.deviceGetAttribute(&clockKHz, kCuDeviceAttributeMemoryClockRate, dev) != kCuSuccess ||
+      api_.deviceGetAttribute(&busBits, kCuDeviceAttributeGlobalMemoryBusWidth, dev) !=
+          kCuSuccess) {
+    *source = "the driver does not give the memory clock and bus width";
+    return 0;
+  }
+  const double gbps = hbmGBps(clockKHz, busBits);
+  *source = gbps > 0 ? "driver: " + std::to_string(clockKHz / 1000) + " MHz x " +
+                           std::to_string(busBits) + " bit, double data rate"
+                     : "the driver gives no memory clock or bus width";
+  return gbps;
 }
 
 void* DeviceRuntime::alloc(size_t bytes) const {

@@ -35,6 +35,10 @@ class DeviceRuntime {
   void use(int ordinal) const;
   // The PCI bus id ("0000:3b:00.0"), or "" when the driver does not say.
   std::string busId(int ordinal) const;
+  // The GPU's memory bandwidth in 1e9 bytes per second from its memory clock and bus width
+  // (perf/roofline.h, hbmGBps), with *source saying so ("driver: 3201 MHz x 6144 bit"); 0, and
+  // *source the reason, when the driver does not say.
+  double memoryGBps(int ordinal, std::string* source) const;
 
   void* alloc(size_t bytes) const;
   void release(void* device) const;

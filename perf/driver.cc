@@ -235,6 +235,44 @@ void Driver::deviceReport(Worker& w) {
                   fields[1], host, fields[2], *bus ? " [" : "", bus, *bus ? "]" : "");
   }
   std::fflush(stdout);
+  chooseRoofline(w);
+}
+
+void Driver::chooseRoofline(const Worker& w) {
+  if (!dev_ || coll_.pattern() == Pattern::kNone) return;
+  const RankRes& me = w.ranks.front();
+  std::string source = "--hbm-gbs";
+  double gbps = opt_.hbmGBps;
+  if (gbps < 0) gbps = dev_->memoryGBps(me.device, &source);
+  if (gbps <= 0) {
+    std::printf("# Roofline: none (%s; --hbm-gbs sets the bandwidth)\n",
+                opt_.hbmGBps == 0 ? "--hbm-gbs 0" : source.c_str());
+    return;
+  }
+  // The ranks whose records name the same host and GPU (bus id, else ordinal) as this rank's.
+  const unsigned char* all = me.infoAll.data();
+  const unsigned char* mine = all + static_cast<size_t>(me.rank) * kInfoBytes;
+  int32_t myDevice = 0;
+  std::memcpy(&myDevice, mine + 2 * sizeof(int32_t), sizeof myDevice);
+  const bool byBus = mine[kInfoBusOffset] != 0;
+  ranksOnGpu_ = 0;
+  for (int i = 0; i < nranks_; ++i) {
+    const unsigned char* rec = all + static_cast<size_t>(i) * kInfoBytes;
+    int32_t device = 0;
+    std::memcpy(&device, rec + 2 * sizeof(int32_t), sizeof device);
+    const bool sameHost = std::strncmp(reinterpret_cast<const char*>(rec + kInfoHostOffset),
+                                       reinterpret_cast<const char*>(mine + kInfoHostOffset),
+                                       kInfoBytes - kInfoHostOffset) == 0;
+    const bool sameGpu = byBus ? std::strncmp(reinterpret_cast<const char*>(rec + kInfoBusOffset),
+                                              reinterpret_cast<const char*>(mine + kInfoBusOffset),
+                                              kInfoHostOffset - kInfoBusOffset) == 0
+                               : device == myDevice;
+    if (sameHost && sameGpu) ++ranksOnGpu_;
+  }
+  ranksOnGpu_ = std::max(ranksOnGpu_, 1);
+  rooflineGBps_ = gbps;
+  std::printf("# %s\n", rooflineLine(coll_.pattern(), nranks_, ranksOnGpu_, gbps, source).c_str());
+  std::fflush(stdout);
 }
 
 void Driver::work(Worker& w) {
@@ -248,7 +286,7 @@ void Driver::work(Worker& w) {
   barrier(w);
   // Every rank has joined: the id file has served its purpose.
   if (w.prints && world_.count > 1 && !idPath_.empty()) ::unlink(idPath_.c_str());
-  if (w.prints) printTableHeader(opt_.reportCpu != 0);
+  if (w.prints) printTableHeader(opt_.reportCpu != 0, roofline());
 
   const std::string why = coll_.unsupported(nranks_);
   if (!why.empty()) {

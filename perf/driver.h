@@ -57,7 +57,8 @@ struct Worker {
   double bwSum = 0;
   int bwCount = 0;
   int errors = 0;
-  int currentDevice = -1;  // whose context is current on this thread (device memory)
+  int currentDevice = -1;    // whose context is current on this thread (device memory)
+  double rowUs[2] = {0, 0};  // the row's shown time per call, out of place and in place
 };
 
 // The sizes of one call of the sweep.
@@ -90,6 +91,11 @@ class Driver {
   void teardown(Worker& w);
   void work(Worker& w);
   void deviceReport(Worker& w);
+  // Device memory: the roofline's bandwidth and the ranks on the printing rank's GPU, from the
+  // device report's records; prints the "# Roofline" line (perf/roofline.h).
+  void chooseRoofline(const Worker& w);
+  bool roofline() const { return rooflineGBps_ > 0; }
+  void printRoofline(const Shape& s, const Worker& w) const;
   void timeTest(Worker& w, ncclDataType_t type, Op op, int root);
   void benchTime(Worker& w, const Shape& s, bool inPlace);
   void setSize(Shape& s, size_t bytes) const;
@@ -143,6 +149,8 @@ class Driver {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<DeviceRuntime> dev_;  // null: host memory
   std::string memoryLine_;              // the header's line on which memory the run uses
+  double rooflineGBps_ = 0;             // > 0: the roofline columns are printed
+  int ranksOnGpu_ = 1;                  // ranks sharing the printing rank's GPU
   std::atomic<bool> finished_{false};
 };
 

@@ -224,8 +224,19 @@ void Driver::benchTime(Worker& w, const Shape& s, bool inPlace) {
     if (wrong > 0) ++w.errors;
   }
   if (w.prints) printRowPlacement(shownSec * 1.0e6, algBw, busBw, wrong);
+  w.rowUs[inPlace ? 1 : 0] = shownSec * 1.0e6;
   w.bwSum += busBw;
   ++w.bwCount;
+}
+
+void Driver::printRoofline(const Shape& s, const Worker& w) const {
+  double bound[2];
+  for (int inPlace = 0; inPlace < 2; ++inPlace) {
+    const Traffic t = directTraffic(coll_.pattern(), nranks_, inPlace != 0);
+    bound[inPlace] = boundUs(t, static_cast<double>(s.totalBytes), ranksOnGpu_, rooflineGBps_);
+  }
+  printRooflineCells(bound[0], boundFraction(bound[0], w.rowUs[0]),
+                     boundFraction(bound[1], w.rowUs[1]));
 }
 
 void Driver::timeTest(Worker& w, ncclDataType_t type, Op op, int root) {
@@ -284,6 +295,7 @@ void Driver::timeTest(Worker& w, ncclDataType_t type, Op op, int root) {
     }
     benchTime(w, s, false);
     benchTime(w, s, true);
+    if (w.prints && roofline()) printRoofline(s, w);
     if (w.prints) printRowEnd();
     size_t next = opt_.stepFactor > 1 ? bytes * opt_.stepFactor : bytes + opt_.stepBytes;
     if (bytes == 0 && opt_.stepFactor > 1) next = 1;  // -b 0 -f F: 0, 1, F, F^2, ...

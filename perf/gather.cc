@@ -20,6 +20,7 @@ class Gather final : public Collective {
     return static_cast<double>(count * typeSize) * n;
   }
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kGather; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   // Only the root's buffer changes: block p holds rank p's input.
   Expect expected(const DataView& v, size_t k) const override {

@@ -10,8 +10,9 @@
 namespace weft::perf {
 namespace {
 
-// getopt's value for the long-only --host (outside the range of short options).
+// getopt's values for the long-only --host and --hbm-gbs (outside the range of short options).
 constexpr int kHostFlag = 256;
+constexpr int kHbmFlag = 257;
 
 // A size with an optional K/M/G suffix (binary units), as nccl-tests reads -b/-e.
 bool parseSize(const char* s, size_t* out) {
@@ -80,6 +81,8 @@ void usage(const char* program) {
       "\t[--host] host buffers and host timing even where a GPU is present (default: device\n"
       "\t         buffers and CUDA event timing when the CUDA driver sees a device; host\n"
       "\t         buffers otherwise; NCCL_TESTS_DEVICE picks the first rank's GPU)\n"
+      "\t[--hbm-gbs <GB/s>] the GPU memory bandwidth of the roofline columns on device memory\n"
+      "\t         (default: from the driver's memory clock and bus width; 0 = no roofline)\n"
       "\t[-G,--cudagraph <n>] accepted, ignored: the Weft perf tests capture no CUDA graphs\n"
       "\t[-D,--device_implementation <n>] accepted, ignored: no device API kernels\n"
       "\t[-h,--help]\n"
@@ -123,6 +126,7 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
                                  {"output_file", required_argument, nullptr, 'J'},
                                  {"report_timestamps", required_argument, nullptr, 'S'},
                                  {"host", no_argument, nullptr, kHostFlag},
+                                 {"hbm-gbs", required_argument, nullptr, kHbmFlag},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   auto bad = [&](const char* what, const char* value) {
@@ -245,6 +249,13 @@ int parseOptions(int argc, char** argv, const char* program, Options* o) {
       case kHostFlag:
         o->hostMemory = true;
         break;
+      case kHbmFlag: {
+        char* end = nullptr;
+        o->hbmGBps = std::strtod(optarg, &end);
+        if (end == optarg || *end != '\0' || !(o->hbmGBps >= 0) || o->hbmGBps > 1e6)
+          return bad("--hbm-gbs (GB/s, 0 = no roofline)", optarg);
+        break;
+      }
       case 'h':
         usage(program);
         return 0;

@@ -39,6 +39,7 @@ struct Options {
   int registerMode = 0;
   int unalign = 0;
   bool hostMemory = false;         // --host: host buffers even where a GPU is present
+  double hbmGBps = -1;             // --hbm-gbs: the roofline's bandwidth; -1: the driver's
   std::vector<std::string> notes;  // "# ..." lines for flags the tools do not implement
 };
 

@@ -17,6 +17,7 @@ class Reduce final : public Collective {
     return static_cast<double>(count * typeSize);
   }
   double busFactor(int) const override { return 1.0; }
+  Pattern pattern() const override { return Pattern::kReduce; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   // Only the root's buffer changes.
   Expect expected(const DataView& v, size_t k) const override {

@@ -20,6 +20,7 @@ class ReduceScatter final : public Collective {
     return static_cast<double>(count * typeSize) * n;
   }
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kReduceScatter; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   Expect expected(const DataView& v, size_t k) const override {
     return v.reduced(v.rank * v.count + k);

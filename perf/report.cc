@@ -23,17 +23,21 @@ std::string fitNumber(double value, int width) {
   return buf;
 }
 
-void printTableHeader(bool cputime) {
+void printTableHeader(bool cputime, bool roofline) {
   const char* t = cputime ? "cputime" : "time";
   std::printf("#\n");
-  std::printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
-              "", "", "", "", "");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
+  std::printf(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place%s\n", "",
+      "", "", "", "", roofline ? "          roofline" : "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size",
               "count", "type", "redop", "root", t, "algbw", "busbw", "#wrong", t, "algbw", "busbw",
               "#wrong");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+  if (roofline) std::printf("  %7s  %5s  %5s", "bound", "frac", "frac");
+  std::printf("\n# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
               "");
+  if (roofline) std::printf("  %7s  %5s  %5s", "(us)", "(oop)", "(ip)");
+  std::printf("\n");
 }
 
 void printRowStart(size_t bytes, size_t count, const char* type, const char* op, int root) {
@@ -55,6 +59,10 @@ void printRowPlacement(double usec, double algBw, double busBw, int64_t wrong) {
   } else {
     std::printf("  %7s  %6s  %6s    N/A", t.c_str(), a.c_str(), b.c_str());
   }
+}
+
+void printRooflineCells(double boundUs, double outOfPlace, double inPlace) {
+  std::printf("  %7s  %5.3f  %5.3f", fitNumber(boundUs, 7).c_str(), outOfPlace, inPlace);
 }
 
 void printRowEnd() {

@@ -20,6 +20,7 @@ class Scatter final : public Collective {
     return static_cast<double>(count * typeSize) * n;
   }
   double busFactor(int n) const override { return static_cast<double>(n - 1) / n; }
+  Pattern pattern() const override { return Pattern::kScatter; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   // My block of the root's input.
   Expect expected(const DataView& v, size_t k) const override {

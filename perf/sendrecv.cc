@@ -24,6 +24,7 @@ class SendRecv final : public Collective {
     return static_cast<double>(count * typeSize);
   }
   double busFactor(int) const override { return 1.0; }
+  Pattern pattern() const override { return Pattern::kSendRecv; }
   double input(const DataView& v, size_t i) const override { return v.input(v.rank, i); }
   Expect expected(const DataView& v, size_t k) const override {
     return {v.input((v.rank - 1 + v.nranks) % v.nranks, k), 0};

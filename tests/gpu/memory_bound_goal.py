@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The benchmark goal of the GPU check: with several ranks on one GPU, allreduce and allgather of
-256 MiB reach at least 70% of the memory-traffic bound, the bound computed from the device-to-
+"""The benchmark goals of the GPU check: with several ranks on one GPU, allreduce and allgather of
+256 MiB reach at least 80% of the memory-traffic bound, the bound computed from the device-to-
 device copy bandwidth measured in the same run (tests/gpu/d2d_bandwidth.cu prints "d2d_GBps X",
 X in 1e9 bytes copied per second; a copy of B bytes reads B and writes B).
 
@@ -13,10 +13,12 @@ moves memory (2 x X GB/s of traffic):
       read once (n*S = T), every rank's whole output written (n*T)
       t_min = (n+1)*T / (2*X)
 achieved = t_min / t, t the out-of-place time of the 256 MiB row (in-place shown beside it).
+The latency goal: an 8-byte allreduce (the table's 8 B row, out of place) under 10 us.
 
 The tables are the perf tools' and nccl-tests' (same columns): size (B), count, type, redop, root,
 then time (us), algbw, busbw, #wrong out of place, then the same in place.
-Never fails the run on a missed goal: prints one GOAL line per table, exit status 0.
+Never fails the run on a missed goal: prints one GOAL line per table, and for allreduce tables
+one LATENCY line, exit status 0.
 
 Usage: memory_bound_goal.py D2D_OUTPUT_FILE COLLECTIVE:RANKS:LABEL:TABLE_FILE...
   COLLECTIVE is allreduce or allgather; LABEL names the table in the line (e.g. "nccl-tests t4").
@@ -24,8 +26,10 @@ Usage: memory_bound_goal.py D2D_OUTPUT_FILE COLLECTIVE:RANKS:LABEL:TABLE_FILE...
 import re
 import sys
 
-GOAL = 0.70
+GOAL = 0.80
 SIZE = 256 << 20
+LATENCY_US = 10.0
+LATENCY_SIZE = 8
 
 
 def copy_rate(path):
@@ -82,6 +86,16 @@ def goal_line(collective, ranks, label, path, gbps):
             f"in place {in_place:.2f})")
 
 
+def latency_line(ranks, label, path):
+    head = f"LATENCY allreduce t{ranks} 8B ({label}):"
+    times = row_times(path, LATENCY_SIZE)
+    if times is None:
+        return f"{head} no 8 B result in {path} (not measured)"
+    verdict = "met" if 0 < times[0] < LATENCY_US else "MISSED"
+    return (f"{head} {times[0]:.2f} us out of place (< {LATENCY_US:.0f} us: {verdict}; "
+            f"in place {times[1]:.2f} us)")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[-3], file=sys.stderr)
@@ -93,6 +107,8 @@ def main(argv):
             print(f"memory_bound_goal: bad table '{spec}'", file=sys.stderr)
             return 2
         print(goal_line(parts[0], int(parts[1]), parts[2], parts[3], gbps))
+        if parts[0] == "allreduce":
+            print(latency_line(int(parts[1]), parts[2], parts[3]))
     return 0
 
 

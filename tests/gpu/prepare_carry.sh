@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds here what the GPU machine runs from the repository's own build, since that machine has
-# nvcc but none of the -dev libraries the library links (hwloc, pugixml): libnccl.so.2 for the
-# H100/H200's sm_90 with the shared libraries it needs that a bare CUDA machine lacks, the
-# API-level GPU test and the perf tools, into ./gpu-carry (ignored by git). Hand that folder to
+# Builds here everything the GPU machine runs, from the repository's own build, since that machine
+# has nvcc but none of the -dev libraries the library links (hwloc, pugixml), and since its check
+# (tests/gpu/run.sh) has 6 minutes in all, which a build there would eat into: libnccl.so.2 for the
+# H100/H200's sm_90 with the shared libraries it needs that a bare CUDA machine lacks, the CUDA test
+# programs (kernels, device interpreter, IPC, calls through the API, the hazard cases, the copy
+# bandwidth) and the perf tools, into ./gpu-carry (ignored by git). Hand that folder to
 # the device tool with the checkout (carry: ["gpu-carry"]); tests/gpu/run.sh finds it there.
 # Also NVIDIA's nccl-tests as a real NCCL client of the library, from ../shared/third_party:
 # all_reduce_perf and all_gather_perf built here without MPI against the library just built
@@ -25,13 +27,16 @@ fi
 # stand in front of the GPU machine's own MPI (LD_LIBRARY_PATH) in nccl-tests' MPI flavour.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf sendrecv_perf weftrun)
-cmake --build "$build" -j "$(nproc)" --target nccl device_calls_gpu_test "${tools[@]}"
+tools=(all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf
+  alltoall_perf sendrecv_perf gather_perf scatter_perf weftrun)
+gpu_tests=(device_calls_gpu_test hazard_gpu_check kernels_gpu_test device_interp_gpu_test
+  cuda_ipc_gpu_test d2d_bandwidth)
+cmake --build "$build" -j "$(nproc)" --target nccl "${gpu_tests[@]}" "${tools[@]}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp -L "$build/src/api/libnccl.so.2" "$out/lib/libnccl.so.2"
 ln -s libnccl.so.2 "$out/lib/libnccl.so"
-cp "$build/tests/gpu/device_calls_gpu_test" "$out/bin/"
+for t in "${gpu_tests[@]}"; do cp "$build/tests/gpu/$t" "$out/bin/"; done
 for t in "${tools[@]}"; do cp "$build/perf/$t" "$out/bin/"; done
 # The header beside the library: gpu-carry is an installed NCCL (NCCL_HOME) for nccl-tests.
 mkdir -p "$out/include"

@@ -1,251 +1,302 @@
 #!/usr/bin/env bash
-# The GPU check in one command: builds the GPU tests from this tree with CUDA (tests/gpu as a
-# project of its own, so hwloc, pugixml and GoogleTest need not be installed), runs them, then
-# the library itself from the build carried beside the checkout (tests/gpu/prepare_carry.sh):
-# the API-level GPU test, the perf tools and NVIDIA's nccl-tests with 2 and 4 ranks on the one
-# GPU (threads; processes under MPI when MPI is on the machine), PyTorch's nccl backend on it,
-# and the benchmark goal against the copy bandwidth (tests/gpu/memory_bound_goal.py). Prints a
-# summary. Exit status 0: all passed on a GPU; 1: a build or test failure; 2: nothing ran on a
-# GPU (no device). A missed benchmark goal is reported, not failed.
-# The whole run keeps within WEFT_GPU_BUDGET_S seconds (default 470, under the 8 minutes a device
-# machine's command is given): each step has a time limit of its own, cut to what is left; a step
-# with no time left is recorded as not run (a failure). WEFT_GPU_BUILD chooses the build folder
-# (default build-gpu); WEFT_GPU_ARCH the compute capability to build for (e.g. 90) where
-# nvidia-smi cannot tell (default: CMake's list).
+# The GPU check in one command, within 6 minutes of the GPU machine's time, its build included:
+# nothing is compiled there. The library cannot be built on that machine (it has nvcc but none of
+# the -dev libraries the library links), so tests/gpu/prepare_carry.sh builds everything here for
+# its GPU (sm_90 machine code) into ./gpu-carry, which travels beside the checkout (the device
+# tool's carry: ["gpu-carry"]), and this script only runs it. Steps, each with its own time limit
+# (the table below; tests/gpu/check_budget.py checks their sum):
+#   info           the GPU and the carried build
+#   cuda_unit      the CUDA kernels, the device interpreter, CUDA IPC (carried test programs)
+#   device_calls   calls on device memory through the API, 1-4 ranks in one process
+#   d2d            the device-to-device copy rate, the reference of the bandwidth goal
+#   correct_*      every collective (the perf tools, -c 1 on device buffers) with 1-4 ranks on the
+#                  one GPU, as threads of one process and as processes (weftrun)
+#   hazards        ranks that share one stream, the legacy NULL stream,
+#                  CUDA_DEVICE_MAX_CONNECTIONS=1, two processes on one GPU without MPS
+#                  (tests/gpu/hazard_gpu_check.cu): each correct or a clear error, never a hang
+#   bandwidth      allreduce and allgather, 2-4 ranks, 8 B to 256 MiB: busbw per size, the
+#                  roofline columns, and the goals (memory_bound_goal.py)
+#   nccl_tests     NVIDIA's nccl-tests built against Weft's libnccl.so.2, 2 and 4 ranks
+#   torch          PyTorch's "nccl" backend on Weft's libnccl.so.2 (torch_nccl_check.py)
+#   summary        tests/gpu/gpu_summary.py: the README block, then one RESULT line per case and
+#                  the verdict, last
+# Every case runs under `timeout`: one that fails or hangs is recorded (FAIL, HANG) and the rest
+# still run. With WEFT_GPU_DRY_RUN=1, or where there is no GPU, every step goes through its logic
+# without running anything and records its cases as SKIP (no GPU).
+# Output: the whole log and every case's output in $OUT/gpu-check when OUT is set (the device
+# tool returns what is written there), else in build-gpu/.
+# Exit status: 0 all passed on a GPU, 1 a failure, 2 nothing ran on a GPU. A missed benchmark goal
+# is reported, not failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-build="${WEFT_GPU_BUILD:-build-gpu}"
 started=$SECONDS
-deadline=$((started + ${WEFT_GPU_BUDGET_S:-470}))
 
-# Seconds a step may run: its own limit, cut to what is left of the run's budget (10 s are kept
-# for the summary); at least 1, as `timeout 0` would not limit at all.
-budget() {
-  local left=$((deadline - SECONDS - 10))
-  ((left < 1)) && left=1
-  if ((left < $1)); then echo "$left"; else echo "$1"; fi
-}
+# BEGIN STEP LIMITS: seconds per step; their sum is the run's longest time and must stay within
+# 360 (6 minutes), which tests/gpu/check_budget.py checks by reading these lines. A case gets at
+# most what is left of its step; a case with less than 3 s left is recorded NOTRUN.
+declare -A limit=(
+  [info]=5
+  [cuda_unit]=30
+  [device_calls]=25
+  [d2d]=10
+  [correct_threads]=45
+  [correct_procs]=45
+  [hazards]=40
+  [bandwidth]=70
+  [nccl_tests]=35
+  [torch]=45
+  [summary]=5
+)
+# END STEP LIMITS
 
-echo "== GPU"
-nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null ||
-  echo "(nvidia-smi not found)"
+logdir=${OUT:+$OUT/gpu-check}
+logdir=${logdir:-build-gpu}
+mkdir -p "$logdir/cases" || exit 1
+results="$logdir/results.tsv"
+: >"$results"
+exec > >(tee "$logdir/run.log") 2>&1
+tee_pid=$!
+
+carry=gpu-carry
+dry=0
+[[ ${WEFT_GPU_DRY_RUN:-0} == 1 ]] && dry=1
 have_gpu=0
-nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && have_gpu=1
+if ((!dry)) && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then have_gpu=1; fi
+skip_why="no GPU"
+((dry)) && skip_why="no GPU (dry run)"
 
-# Machine code for this machine's GPU only, to keep the build short; the default list otherwise.
-arch_flags=()
-cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
-cap=${cap:-${WEFT_GPU_ARCH:-}}
-if [[ "$cap" =~ ^[0-9]+$ ]]; then arch_flags=(-DCMAKE_CUDA_ARCHITECTURES="${cap}-real"); fi
-generator=()
-if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-compiler_launcher=()
-if command -v ccache >/dev/null; then
-  compiler_launcher=(-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-fi
-
-echo "== build ($build)"
-mkdir -p "$build"
-if ! timeout "$(budget 60)" cmake -S tests/gpu -B "$build" "${generator[@]}" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "${arch_flags[@]}" "${compiler_launcher[@]}" \
-  >"$build/configure.log" 2>&1; then
-  tail -n 40 "$build/configure.log"
-  echo "GPU CHECK: FAILED (configure; log in $build/configure.log)"
-  exit 1
-fi
-if ! timeout "$(budget 240)" cmake --build "$build" -j "$(nproc)"; then
-  echo "GPU CHECK: FAILED (build, or out of time)"
-  exit 1
-fi
-echo "== build took $((SECONDS - started)) s"
-
-echo "== tests"
-log="$build/ctest.log"
-timeout "$(budget 150)" ctest --test-dir "$build" -L cuda --output-on-failure -j 1 2>&1 |
-  tee "$log"
-status=${PIPESTATUS[0]}
-# Adds a check's outcome to the log in ctest's words (exit 77: skipped; "notrun": no time left).
-record() {
-  local word="***Failed"
-  [[ $3 == 0 ]] && word="Passed"
-  [[ $3 == 77 ]] && word="Skipped"
-  [[ $3 == notrun ]] && word="Not Run (out of time)"
-  echo "Test #$1: $2 ... $word" >>"$log"
+step=""
+step_deadline=0
+# Starts step $1: its deadline is now + its limit.
+begin_step() {
+  step=$1
+  step_deadline=$((SECONDS + ${limit[$1]}))
+  echo "== $1 (limit ${limit[$1]} s, $((SECONDS - started)) s so far)"
 }
-# Runs `command...` for at most LIMIT seconds (less when the budget has less left), its output
-# shown and kept in FILE; sets rc to its exit status (124: out of time; notrun: no time left).
-timed() {
-  local limit=$1 file=$2
+# Appends one case's outcome to the results: CASE STATUS SECONDS DETAIL (without a GPU the
+# detail is why it was skipped; the case's file holds the command it would have run).
+record() {
+  local detail=${4:-}
+  if ((dry || !have_gpu)); then detail="skipped ($skip_why)"; fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$step" "$1" "$2" "$3" "$detail" >>"$results"
+  echo "   $1: $2 ($3 s) $detail"
+}
+# Runs `command...` for at most LIMIT seconds (less when the step has less left), its output in
+# FILE; sets `status` (PASS, FAIL, HANG, SKIP, NOTRUN), `rc` and `took`. Exit status 77 is SKIP;
+# 124/137 (killed by timeout) and 3 (the hazard check's own deadline) are HANG where HANG_RC
+# says so (default: the timeout's). Without a GPU nothing runs: SKIP.
+attempt() {
+  local want=$1 file=$2
   shift 2
-  local seconds
-  seconds=$(budget "$limit")
-  if ((seconds < 5)); then
-    echo "(out of time, not run: $*)" | tee "$file"
-    rc=notrun
+  took=0
+  if ((dry || !have_gpu)); then
+    echo "(not run: $skip_why) would run: $*" >"$file"
+    status=SKIP rc=77
     return
   fi
-  timeout -k 5 "$seconds" "$@" 2>&1 | tee "$file"
-  rc=${PIPESTATUS[0]}
+  # 4 s of the step are kept for `timeout -k 3`'s grace and the clock's whole seconds, so that
+  # a killed case still ends within its step's limit.
+  local left=$((step_deadline - SECONDS - 4))
+  ((left < want)) && want=$left
+  if ((want < 3)); then
+    echo "(not run: its step had no time left) $*" >"$file"
+    status=NOTRUN rc=notrun
+    return
+  fi
+  local t0=$SECONDS
+  timeout -k 3 "$want" "$@" >"$file" 2>&1
+  rc=$?
+  took=$((SECONDS - t0))
+  case $rc in
+    0) status=PASS ;;
+    77) status=SKIP ;;
+    124 | 137) status=HANG ;;
+    *) status=FAIL ;;
+  esac
+  if [[ -n ${HANG_RC:-} && $rc == "$HANG_RC" ]]; then status=HANG; fi
+  return 0
 }
-# The libnccl.so.2 a binary loads under `env`'s settings, printed as evidence; true when it is the
-# carried one (never NVIDIA's, e.g. PyTorch's or CUDA's lib64, which RUNPATH may name).
-loads_carried_nccl() {
-  local binary=$1
-  shift
-  local loaded
-  loaded=$(env "$@" ldd "$binary" | awk '$1 == "libnccl.so.2" {print $3}')
-  echo "   $(basename "$binary"): libnccl.so.2 => ${loaded:-not found}"
-  [[ -n "$loaded" && "$(realpath "$loaded")" == "$(realpath gpu-carry/lib/libnccl.so.2)" ]]
+# The worst of two statuses: HANG, FAIL, NOTRUN, PASS, SKIP.
+worst() {
+  local order="SKIP PASS NOTRUN FAIL HANG" a b
+  a=${order%%"$1"*}
+  b=${order%%"$2"*}
+  if ((${#a} >= ${#b})); then echo "$1"; else echo "$2"; fi
 }
-# A perf table's outcome: the exit status, made 1 when its footer does not report 0 wrong values
-# (both the perf tools and nccl-tests print "# Out of bounds values : 0 OK").
-table_rc() {
-  if [[ $1 == 0 ]] && ! grep -qE '^# Out of bounds values *: 0 OK' "$2"; then
-    echo 1
-  else
-    echo "$1"
+# A perf table's status: FAIL unless its footer reports 0 wrong values and its header says the
+# buffers were in device memory (the perf tools; nccl-tests always uses device memory).
+table_status() {
+  local file=$1 device_line=$2
+  [[ $status != PASS ]] && return
+  grep -qE '^# Out of bounds values *: 0 OK' "$file" || status=FAIL
+  if [[ $device_line == 1 ]] && ! grep -q '^# Buffers in device memory' "$file"; then
+    status=FAIL
   fi
 }
-
-# The collective of a perf tool, as memory_bound_goal.py names it: all_reduce_perf -> allreduce.
-collective_of() {
-  local name=${1%_perf}
-  echo "${name//_/}"
+# The carried libraries first; CUDA_MPS_PIPE_DIRECTORY names an empty folder, so that no MPS
+# daemon is reached even where one runs: processes on the GPU share it by time slices.
+mps_free=$(mktemp -d)
+carried_env=(LD_LIBRARY_PATH="$PWD/$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  CUDA_MPS_PIPE_DIRECTORY="$mps_free")
+# FAIL with a clear reason where the carried program $1 is missing on a GPU machine.
+need_carried() {
+  if ((dry || !have_gpu)) || [[ -x $1 ]]; then return 0; fi
+  record "$2" FAIL 0 "$1 is not in the carried build (run tests/gpu/prepare_carry.sh)"
+  return 1
 }
 
-# Where nvidia-smi is missing, the copy-bandwidth program tells whether there is a GPU (77: none).
-if [[ $have_gpu == 0 && -x "$build/d2d_bandwidth" ]] &&
-  timeout 30 "$build/d2d_bandwidth" >/dev/null 2>&1; then
-  have_gpu=1
-fi
-goal_tables=()
-rm -f "$build/goal.txt" "$build/d2d.txt"
-if [[ -x gpu-carry/bin/device_calls_gpu_test && $have_gpu == 0 ]]; then
-  echo "(no GPU here: the carried build's checks are skipped)"
-elif [[ -x gpu-carry/bin/device_calls_gpu_test ]]; then
-  echo "== carried build ($(cat gpu-carry/COMMIT 2>/dev/null || echo unknown commit))"
-  # The carried binaries load the carried libnccl.so.2 and the libraries it needs first.
-  carried_env=(LD_LIBRARY_PATH="$PWD/gpu-carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-  timed 120 "$build/device_calls.txt" env "${carried_env[@]}" gpu-carry/bin/device_calls_gpu_test
-  cat "$build/device_calls.txt" >>"$log"
-  record 900 device_calls_gpu_test "$rc"
-  # The GPU's copy bandwidth, the reference of the goal below.
-  if [[ -x "$build/d2d_bandwidth" ]]; then
-    timeout 30 "$build/d2d_bandwidth" | tee "$build/d2d.txt"
-  fi
-  # Sizes 8 B to 256 MiB (the goal's size), each checked (-c 1); few iterations, as the budget
-  # holds every tool and rank count.
-  sweep=(-b 8 -e 256M -f 2 -c 1 -n 5 -w 2)
-
-  echo "== perf tools: ranks as threads on the one GPU, device memory"
-  # They link the library under its own name, libweft.so.0 (the same sources as libnccl.so.2).
-  env "${carried_env[@]}" ldd gpu-carry/bin/all_reduce_perf | grep -E 'lib(weft|nccl)\.' |
-    sed 's/^[[:space:]]*/   all_reduce_perf: /'
-  for tool in all_reduce_perf all_gather_perf; do
-    for ranks in 2 4; do
-      out="$build/${tool}_t${ranks}.txt"
-      timed 50 "$out" env "${carried_env[@]}" gpu-carry/bin/$tool "${sweep[@]}" -t "$ranks"
-      rc=$(table_rc "$rc" "$out")
-      if [[ $rc == 0 ]] && ! grep -q "Buffers in device memory" "$out"; then rc=1; fi
-      record "91${ranks}" "${tool}_t${ranks}" "$rc"
-      goal_tables+=("$(collective_of "$tool"):$ranks:perf tools t$ranks:$out")
-    done
-  done
-
-  # NVIDIA's nccl-tests, unmodified, on the carried library. Its thread mode gives thread t the
-  # device NCCL_TESTS_DEVICE + t (src/common.cu) and checks it against the device count, so with
-  # one GPU tests/gpu/one_gpu_ordinals.c is preloaded: it presents N ordinals that are all the
-  # visible GPU (CUDA_VISIBLE_DEVICES=0 keeps them on the first GPU where there are several).
-  tests_dir=gpu-carry/nccl-tests
-  if [[ -x $tests_dir/bin/all_reduce_perf ]]; then
-    echo "== nccl-tests: ranks as threads on the one GPU (-g 1 -t N)"
-    for tool in all_reduce_perf all_gather_perf; do
-      for ranks in 2 4; do
-        out="$build/nccl_tests_${tool}_t${ranks}.txt"
-        thread_env=("${carried_env[@]}" CUDA_VISIBLE_DEVICES=0 NCCL_TESTS_DEVICE=0
-          WEFT_GPU_ORDINALS="$ranks" LD_PRELOAD="$PWD/$tests_dir/lib/libone_gpu_ordinals.so")
-        if loads_carried_nccl "$tests_dir/bin/$tool" "${thread_env[@]}"; then
-          timed 50 "$out" env "${thread_env[@]}" "$tests_dir/bin/$tool" "${sweep[@]}" \
-            -g 1 -t "$ranks"
-          rc=$(table_rc "$rc" "$out")
-        else
-          echo "not the carried libnccl.so.2: not run" | tee "$out"
-          rc=1
-        fi
-        record "92${ranks}" "nccl_tests_${tool}_t${ranks}" "$rc"
-        goal_tables+=("$(collective_of "$tool"):$ranks:nccl-tests t$ranks:$out")
-      done
-    done
-  elif [[ -f $tests_dir/BUILD_FAILED ]]; then
-    cat "$tests_dir/BUILD_FAILED"
-    record 920 nccl_tests_build 1
-  else
-    echo "(no nccl-tests in gpu-carry: prepared without ../shared or by an older"
-    echo " tests/gpu/prepare_carry.sh; nccl-tests is skipped)"
-  fi
-
-  if command -v python3 >/dev/null &&
-    python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    timed 120 "$build/torch_nccl_check.txt" env "${carried_env[@]}" \
-      python3 tests/gpu/torch_nccl_check.py --weft gpu-carry/lib/libnccl.so.2
-    cat "$build/torch_nccl_check.txt" >>"$log"
-    record 901 torch_nccl_check "$rc"
-  else
-    echo "(no PyTorch with CUDA here: the torch check is skipped)"
-  fi
-
-  # nccl-tests' MPI flavour, built here from the carried source, one process per rank, all on
-  # GPU 0 (NCCL_TESTS_DEVICE=0: process p would otherwise take device p).
-  echo "== nccl-tests: ranks as MPI processes on the one GPU (-g 1 -t 1)"
-  mpi_bin="$build/nccl-tests-mpi"
-  timed 150 "$build/nccl_tests_mpi_build.txt" tests/gpu/build_nccl_tests_mpi.sh gpu-carry \
-    "$mpi_bin" "${cap:-90}"
-  if [[ $rc == 0 ]]; then
-    mpi_launcher=$(command -v mpirun || command -v mpiexec)
-    mpi_env=("${carried_env[@]}" NCCL_TESTS_DEVICE=0)
-    mpi_flags=()
-    if "$mpi_launcher" --version 2>&1 | grep -q "Open MPI"; then
-      # Open MPI: as root, more processes than cores allowed, and the settings passed on.
-      mpi_env+=(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
-      mpi_flags=(--oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_TESTS_DEVICE)
-    fi
-    for tool in all_reduce_perf all_gather_perf; do
-      for ranks in 2 4; do
-        out="$build/nccl_tests_mpi_${tool}_np${ranks}.txt"
-        if loads_carried_nccl "$mpi_bin/$tool" "${mpi_env[@]}"; then
-          timed 60 "$out" env "${mpi_env[@]}" "$mpi_launcher" -np "$ranks" "${mpi_flags[@]}" \
-            "$mpi_bin/$tool" "${sweep[@]}" -g 1 -t 1
-          rc=$(table_rc "$rc" "$out")
-        else
-          echo "not the carried libnccl.so.2: not run" | tee "$out"
-          rc=1
-        fi
-        record "93${ranks}" "nccl_tests_mpi_${tool}_np${ranks}" "$rc"
-        goal_tables+=("$(collective_of "$tool"):$ranks:nccl-tests MPI np$ranks:$out")
-      done
-    done
-  elif [[ $rc != 77 ]]; then
-    record 930 nccl_tests_mpi_build "$rc"
-  fi
-
-  echo "== benchmark goal: 256 MiB with several ranks on one GPU, against the memory-traffic bound"
-  python3 tests/gpu/memory_bound_goal.py "$build/d2d.txt" "${goal_tables[@]}" |
-    tee "$build/goal.txt"
+begin_step info
+gpu_line=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
+  --format=csv,noheader 2>/dev/null | head -n 1)
+carry_commit=$(cat "$carry/COMMIT" 2>/dev/null || echo "none")
+echo "   GPU: ${gpu_line:-none}; carried build: $carry_commit; checkout: $(git rev-parse \
+  --short HEAD 2>/dev/null || echo unknown)"
+if ((dry || !have_gpu)); then
+  record gpu SKIP 0 "$skip_why"
+elif [[ ! -f $carry/lib/libnccl.so.2 ]]; then
+  record gpu FAIL 0 "$gpu_line; no $carry/lib/libnccl.so.2: run tests/gpu/prepare_carry.sh here"
 else
-  echo "(no gpu-carry/ beside the checkout: the library's own GPU checks are skipped;"
-  echo " run tests/gpu/prepare_carry.sh where the library builds and carry gpu-carry)"
+  record gpu PASS 0 "$gpu_line; carried build $carry_commit"
 fi
-passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$log")
-failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$log")
-skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$log")
-echo "== summary: $passed passed, $failed failed, $skipped skipped, $((SECONDS - started)) s in all"
-[[ -f "$build/goal.txt" ]] && cat "$build/goal.txt"
-if [[ $status -ne 0 || $failed -ne 0 ]]; then
-  echo "GPU CHECK: FAILED"
-  exit 1
+
+begin_step cuda_unit
+for t in kernels_gpu_test:8 device_interp_gpu_test:14 cuda_ipc_gpu_test:8; do
+  name=${t%%:*}
+  need_carried "$carry/bin/$name" "$name" || continue
+  attempt "${t##*:}" "$logdir/cases/$name.txt" env "${carried_env[@]}" "$carry/bin/$name"
+  record "$name" "$status" "$took" "$(tail -n 1 "$logdir/cases/$name.txt")"
+done
+
+begin_step device_calls
+if need_carried "$carry/bin/device_calls_gpu_test" device_calls_gpu_test; then
+  attempt 25 "$logdir/cases/device_calls.txt" env "${carried_env[@]}" \
+    "$carry/bin/device_calls_gpu_test"
+  record device_calls_gpu_test "$status" "$took" "$(tail -n 1 "$logdir/cases/device_calls.txt")"
 fi
-if [[ $passed -eq 0 ]]; then
-  echo "GPU CHECK: NOTHING RAN ON A GPU (no CUDA device?)"
-  exit 2
+
+begin_step d2d
+d2d="$logdir/d2d.txt"
+if need_carried "$carry/bin/d2d_bandwidth" d2d_bandwidth; then
+  attempt 10 "$d2d" "$carry/bin/d2d_bandwidth"
+  record d2d_bandwidth "$status" "$took" "$(head -n 1 "$d2d")"
 fi
-echo "GPU CHECK: PASSED"
+
+# Every collective with 1-4 ranks: one case per tool, its rank counts run one after another,
+# each under its own limit; the case's status is the worst of them.
+tools=(all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter)
+small=(-b 8 -e 8M -f 32 -n 1 -w 1 -c 1)
+for mode in threads procs; do
+  begin_step "correct_$mode"
+  for tool in "${tools[@]}"; do
+    need_carried "$carry/bin/${tool}_perf" "${tool}_$mode" || continue
+    case_status=SKIP detail="" case_took=0
+    for n in 1 2 3 4; do
+      out="$logdir/cases/${tool}_${mode}_$n.txt"
+      if [[ $mode == threads ]]; then
+        attempt 8 "$out" env "${carried_env[@]}" "$carry/bin/${tool}_perf" "${small[@]}" -t "$n"
+      else
+        attempt 10 "$out" env "${carried_env[@]}" "$carry/bin/weftrun" -n "$n" \
+          "$carry/bin/${tool}_perf" "${small[@]}"
+      fi
+      table_status "$out" 1
+      case_status=$(worst "$case_status" "$status")
+      case_took=$((case_took + took))
+      detail+="n$n $status, "
+    done
+    record "${tool}_$mode" "$case_status" "$case_took" "${detail%, }"
+  done
+done
+
+begin_step hazards
+hazard_cases=("same_stream:same-stream 3" "null_stream:null-stream 3"
+  "max_connections_1:own-streams 3" "processes_no_mps:processes 2")
+for h in "${hazard_cases[@]}"; do
+  name=${h%%:*}
+  read -r which ranks <<<"${h#*:}"
+  need_carried "$carry/bin/hazard_gpu_check" "$name" || continue
+  extra=()
+  [[ $name == max_connections_1 ]] && extra=(CUDA_DEVICE_MAX_CONNECTIONS=1)
+  out="$logdir/cases/hazard_$name.txt"
+  # The program's own deadline (6 s) reports a hang before the timeout (9 s) has to kill it.
+  HANG_RC=3 attempt 9 "$out" env "${carried_env[@]}" "${extra[@]}" \
+    "$carry/bin/hazard_gpu_check" "$which" "$ranks" 6
+  record "$name" "$status" "$took" "$(grep -m1 '^hazard ' "$out" || tail -n 1 "$out")"
+done
+
+begin_step bandwidth
+sweep=(-b 8 -e 256M -f 2 -n 10 -w 2 -c 1)
+tables=()
+for n in 2 4 3; do
+  for tool in all_reduce all_gather; do
+    need_carried "$carry/bin/${tool}_perf" "${tool}_t$n" || continue
+    out="$logdir/cases/bandwidth_${tool}_t$n.txt"
+    attempt 11 "$out" env "${carried_env[@]}" "$carry/bin/${tool}_perf" "${sweep[@]}" -t "$n"
+    table_status "$out" 1
+    record "${tool}_t$n" "$status" "$took" "$(grep -m1 '^# Roofline' "$out" | cut -c3-90)"
+    tables+=("${tool//_/}:$n:perf tools t$n:$out")
+  done
+done
+goal="$logdir/goal.txt"
+python3 tests/gpu/memory_bound_goal.py "$d2d" "${tables[@]}" >"$goal" 2>&1
+
+# NVIDIA's nccl-tests, unmodified, on the carried library. Its thread mode gives thread t the
+# device NCCL_TESTS_DEVICE + t and checks it against the device count, so tests/gpu/
+# one_gpu_ordinals.c is preloaded: it presents N ordinals that are all the one visible GPU.
+begin_step nccl_tests
+nt=$carry/nccl-tests
+for tool in all_reduce_perf all_gather_perf; do
+  for n in 2 4; do
+    name="nccl_tests_${tool%_perf}_t$n"
+    if ((!dry && have_gpu)) && [[ ! -x $nt/bin/$tool ]]; then
+      why="no nccl-tests in $carry (prepared without ../shared/third_party/nccl-tests?)"
+      [[ -f $nt/BUILD_FAILED ]] && why=$(head -n 1 "$nt/BUILD_FAILED")
+      record "$name" FAIL 0 "$why"
+      continue
+    fi
+    out="$logdir/cases/$name.txt"
+    thread_env=("${carried_env[@]}" CUDA_VISIBLE_DEVICES=0 NCCL_TESTS_DEVICE=0
+      WEFT_GPU_ORDINALS="$n" LD_PRELOAD="$PWD/$nt/lib/libone_gpu_ordinals.so")
+    # The libnccl.so.2 it loads must be the carried one (never NVIDIA's, which RUNPATH may name).
+    loaded=$( ( ((dry || !have_gpu)) || env "${thread_env[@]}" ldd "$nt/bin/$tool") 2>/dev/null |
+      awk '$1 == "libnccl.so.2" {print $3}')
+    attempt 8 "$out" env "${thread_env[@]}" "$nt/bin/$tool" -b 8 -e 256M -f 4 -n 5 -w 2 -c 1 \
+      -g 1 -t "$n"
+    table_status "$out" 0
+    if [[ $status == PASS && "$(realpath "${loaded:-/none}" 2>/dev/null)" != \
+      "$(realpath "$carry/lib/libnccl.so.2")" ]]; then
+      status=FAIL
+    fi
+    record "$name" "$status" "$took" "libnccl.so.2 => ${loaded:-?}"
+  done
+done
+
+begin_step torch
+out="$logdir/cases/torch.txt"
+if ((!dry && have_gpu)) && ! python3 -c 'import torch; assert torch.cuda.is_available()' \
+  >/dev/null 2>&1; then
+  record torch_nccl SKIP 0 "no PyTorch with CUDA here"
+else
+  attempt 45 "$out" env "${carried_env[@]}" python3 tests/gpu/torch_nccl_check.py \
+    --weft "$carry/lib/libnccl.so.2" --timeout 13
+  record torch_nccl "$status" "$took" "$(grep -E '^(ok|FAIL)' "$out" | tr '\n' ';' | cut -c1-200)"
+fi
+
+begin_step summary
+rm -rf "$mps_free"
+echo "   steps took $((SECONDS - started)) s; the log: $logdir/run.log, the cases' output:" \
+  "$logdir/cases/"
+title="$(date -u '+%Y-%m-%d %H:%M') UTC, ${gpu_line:-no GPU}, carried build $carry_commit"
+timeout 5 python3 tests/gpu/gpu_summary.py --results "$results" --d2d "$d2d" --goal "$goal" \
+  --title "$title" --readme-out "$logdir/readme_block.md" "${tables[@]/#/--table=}"
+verdict=$?
+case $verdict in
+  0 | 1 | 2) ;;
+  *)
+    echo "GPU CHECK: FAILED (the summary exited with status $verdict)"
+    verdict=1
+    ;;
+esac
+# The log's tee ends with this script's output.
+exec >&- 2>&-
+wait "$tee_pid"
+exit "$verdict"
