@@ -20,6 +20,7 @@ summary, whose last line is the verdict:
     GOAL ... / LATENCY ...            (copied from the goal file)
     TOTAL pass=P fail=F hang=H skip=S notrun=N
     GPU CHECK: PASSED | FAILED (...) | NOTHING RAN ON A GPU (...)
+        (after "REHEARSAL ON THE FAKE DRIVER, NOT A GPU: " with --rehearsal)
 Exit status: 0 passed, 1 a failure, 2 nothing ran on a GPU.
 
 Usage: gpu_summary.py --results FILE [--d2d FILE] [--goal FILE] [--title TEXT]
@@ -150,6 +151,8 @@ def main(argv):
     ap.add_argument("--goal", default="")
     ap.add_argument("--title", default="GPU check")
     ap.add_argument("--readme-out", default="")
+    ap.add_argument("--rehearsal", action="store_true",
+                    help="the run was on the fake driver: the verdict says so")
     ap.add_argument("--table", action="append", default=[])
     args = ap.parse_args(argv[1:])
     results = parse_results(args.results)
@@ -181,6 +184,8 @@ def main(argv):
     counts = {s: sum(1 for r in results if r[2] == s) for s in STATUSES}
     print("TOTAL " + " ".join(f"{s.lower()}={counts[s]}" for s in STATUSES))
     line, status = verdict(results)
+    if args.rehearsal:
+        line = "REHEARSAL ON THE FAKE DRIVER, NOT A GPU: " + line
     print(line)
     return status
 

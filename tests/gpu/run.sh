@@ -23,6 +23,12 @@
 # Every case runs under `timeout`: one that fails or hangs is recorded (FAIL, HANG) and the rest
 # still run. With WEFT_GPU_DRY_RUN=1, or where there is no GPU, every step goes through its logic
 # without running anything and records its cases as SKIP (no GPU).
+# WEFT_GPU_REHEARSAL=DRIVER rehearses the run without a GPU: the carried library and perf tools
+# run on the fake CUDA driver DRIVER (tests/unit/cuda's weft_fake_stream_driver, host threads in
+# place of a GPU), programs of the CUDA runtime find no device and skip, and the verdict says it
+# was a rehearsal. For it: WEFT_GPU_CARRY (the carried folder, default gpu-carry), WEFT_GPU_TOOLS
+# (the collectives' tools, default all nine), WEFT_GPU_MAX_BYTES and WEFT_GPU_SMALL_BYTES (the
+# largest size of the bandwidth and correctness sweeps, default 256M and 8M).
 # Output: the whole log and every case's output in $OUT/gpu-check when OUT is set (the device
 # tool returns what is written there), else in build-gpu/.
 # Exit status: 0 all passed on a GPU, 1 a failure, 2 nothing ran on a GPU. A missed benchmark goal
@@ -57,11 +63,13 @@ results="$logdir/results.tsv"
 exec > >(tee "$logdir/run.log") 2>&1
 tee_pid=$!
 
-carry=gpu-carry
+carry=${WEFT_GPU_CARRY:-gpu-carry}
+rehearsal=${WEFT_GPU_REHEARSAL:-}
 dry=0
 [[ ${WEFT_GPU_DRY_RUN:-0} == 1 ]] && dry=1
 have_gpu=0
 if ((!dry)) && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then have_gpu=1; fi
+if ((!dry)) && [[ -n $rehearsal ]]; then have_gpu=1; fi
 skip_why="no GPU"
 ((dry)) && skip_why="no GPU (dry run)"
 
@@ -136,12 +144,17 @@ table_status() {
 # The carried libraries first; CUDA_MPS_PIPE_DIRECTORY names an empty folder, so that no MPS
 # daemon is reached even where one runs: processes on the GPU share it by time slices.
 mps_free=$(mktemp -d)
-carried_env=(LD_LIBRARY_PATH="$PWD/$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+carried_env=(LD_LIBRARY_PATH="$(realpath "$carry")/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   CUDA_MPS_PIPE_DIRECTORY="$mps_free")
+[[ -n $rehearsal ]] && carried_env+=(WEFT_CUDA_DRIVER="$rehearsal")
 # FAIL with a clear reason where the carried program $1 is missing on a GPU machine.
 need_carried() {
   if ((dry || !have_gpu)) || [[ -x $1 ]]; then return 0; fi
-  record "$2" FAIL 0 "$1 is not in the carried build (run tests/gpu/prepare_carry.sh)"
+  if [[ -n $rehearsal ]]; then
+    record "$2" SKIP 0 "$1 is not in the rehearsal's carried folder"
+  else
+    record "$2" FAIL 0 "$1 is not in the carried build (run tests/gpu/prepare_carry.sh)"
+  fi
   return 1
 }
 
@@ -153,6 +166,8 @@ echo "   GPU: ${gpu_line:-none}; carried build: $carry_commit; checkout: $(git r
   --short HEAD 2>/dev/null || echo unknown)"
 if ((dry || !have_gpu)); then
   record gpu SKIP 0 "$skip_why"
+elif [[ -n $rehearsal ]]; then
+  record gpu SKIP 0 "rehearsal on the fake driver $rehearsal: no GPU"
 elif [[ ! -f $carry/lib/libnccl.so.2 ]]; then
   record gpu FAIL 0 "$gpu_line; no $carry/lib/libnccl.so.2: run tests/gpu/prepare_carry.sh here"
 else
@@ -183,8 +198,9 @@ fi
 
 # Every collective with 1-4 ranks: one case per tool, its rank counts run one after another,
 # each under its own limit; the case's status is the worst of them.
-tools=(all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv gather scatter)
-small=(-b 8 -e 8M -f 32 -n 1 -w 1 -c 1)
+read -r -a tools <<<"${WEFT_GPU_TOOLS:-all_reduce all_gather reduce_scatter broadcast reduce \
+  alltoall sendrecv gather scatter}"
+small=(-b 8 -e "${WEFT_GPU_SMALL_BYTES:-8M}" -f 32 -n 1 -w 1 -c 1)
 for mode in threads procs; do
   begin_step "correct_$mode"
   for tool in "${tools[@]}"; do
@@ -224,7 +240,7 @@ for h in "${hazard_cases[@]}"; do
 done
 
 begin_step bandwidth
-sweep=(-b 8 -e 256M -f 2 -n 10 -w 2 -c 1)
+sweep=(-b 8 -e "${WEFT_GPU_MAX_BYTES:-256M}" -f 2 -n 10 -w 2 -c 1)
 tables=()
 for n in 2 4 3; do
   for tool in all_reduce all_gather; do
@@ -247,23 +263,22 @@ nt=$carry/nccl-tests
 for tool in all_reduce_perf all_gather_perf; do
   for n in 2 4; do
     name="nccl_tests_${tool%_perf}_t$n"
-    if ((!dry && have_gpu)) && [[ ! -x $nt/bin/$tool ]]; then
-      why="no nccl-tests in $carry (prepared without ../shared/third_party/nccl-tests?)"
-      [[ -f $nt/BUILD_FAILED ]] && why=$(head -n 1 "$nt/BUILD_FAILED")
-      record "$name" FAIL 0 "$why"
+    if ((!dry && have_gpu)) && [[ -z $rehearsal && -f $nt/BUILD_FAILED ]]; then
+      record "$name" FAIL 0 "$(head -n 1 "$nt/BUILD_FAILED")"
       continue
     fi
+    need_carried "$nt/bin/$tool" "$name" || continue
     out="$logdir/cases/$name.txt"
     thread_env=("${carried_env[@]}" CUDA_VISIBLE_DEVICES=0 NCCL_TESTS_DEVICE=0
       WEFT_GPU_ORDINALS="$n" LD_PRELOAD="$PWD/$nt/lib/libone_gpu_ordinals.so")
     # The libnccl.so.2 it loads must be the carried one (never NVIDIA's, which RUNPATH may name).
     loaded=$( ( ((dry || !have_gpu)) || env "${thread_env[@]}" ldd "$nt/bin/$tool") 2>/dev/null |
       awk '$1 == "libnccl.so.2" {print $3}')
-    attempt 8 "$out" env "${thread_env[@]}" "$nt/bin/$tool" -b 8 -e 256M -f 4 -n 5 -w 2 -c 1 \
-      -g 1 -t "$n"
+    attempt 8 "$out" env "${thread_env[@]}" "$nt/bin/$tool" -b 8 -e "${WEFT_GPU_MAX_BYTES:-256M}" \
+      -f 4 -n 5 -w 2 -c 1 -g 1 -t "$n"
     table_status "$out" 0
     if [[ $status == PASS && "$(realpath "${loaded:-/none}" 2>/dev/null)" != \
-      "$(realpath "$carry/lib/libnccl.so.2")" ]]; then
+      "$(realpath "$carry/lib/libnccl.so.2" 2>/dev/null)" ]]; then
       status=FAIL
     fi
     record "$name" "$status" "$took" "libnccl.so.2 => ${loaded:-?}"
@@ -286,8 +301,11 @@ rm -rf "$mps_free"
 echo "   steps took $((SECONDS - started)) s; the log: $logdir/run.log, the cases' output:" \
   "$logdir/cases/"
 title="$(date -u '+%Y-%m-%d %H:%M') UTC, ${gpu_line:-no GPU}, carried build $carry_commit"
+rehearsal_flag=()
+[[ -n $rehearsal ]] && rehearsal_flag=(--rehearsal)
 timeout 5 python3 tests/gpu/gpu_summary.py --results "$results" --d2d "$d2d" --goal "$goal" \
-  --title "$title" --readme-out "$logdir/readme_block.md" "${tables[@]/#/--table=}"
+  --title "$title" --readme-out "$logdir/readme_block.md" "${rehearsal_flag[@]}" \
+  "${tables[@]/#/--table=}"
 verdict=$?
 case $verdict in
   0 | 1 | 2) ;;
