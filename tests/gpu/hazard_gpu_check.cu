@@ -13,6 +13,7 @@
 // Prints one line "hazard CASE RANKS: PASS|FAIL|HANG <why>". Exit status: 0 PASS, 1 FAIL, 3 HANG
 // (nothing completed within DEADLINE_S, default 20), 77 no GPU.
 #include <cuda_runtime.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -177,19 +178,59 @@ Result inOneProcess(const std::string& which, int n, Clock::time_point deadline)
   return r;
 }
 
-// One rank of the processes case, in a child forked before CUDA started. Exit status: Outcome.
-[[noreturn]] void processRank(int rank, int n, const ncclUniqueId& id, Clock::time_point deadline) {
+// Reads exactly `bytes` from `fd` before the deadline; false on end of file, error or timeout.
+bool readBefore(int fd, void* data, size_t bytes, Clock::time_point deadline) {
+  auto* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    pollfd pfd = {fd, POLLIN, 0};
+    if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) <= 0) return false;
+    const ssize_t got = read(fd, p, bytes);
+    if (got <= 0) return false;
+    p += got;
+    bytes -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// One rank of the processes case, in a child forked before CUDA started. Rank 0 makes the
+// unique id (its bootstrap root then lives in a rank that stays for the whole call) and writes
+// it into `idPipe` once per other rank; the others read it from there. Exit status: Outcome.
+[[noreturn]] void processRank(int rank, int n, const int idPipe[2], Clock::time_point deadline) {
   Ranks k;
   k.nranks = n;
   k.comms.resize(1);
   k.send.resize(1);
   k.recv.resize(1);
   k.rankOf.push_back(rank);
+  Result r;
+  ncclUniqueId id;
+  if (rank == 0) {
+    close(idPipe[0]);
+    ncclResult_t rc = ncclGetUniqueId(&id);
+    if (rc != ncclSuccess) {
+      r = errorResult("ncclGetUniqueId", rc, nullptr);
+      std::printf("  rank 0: %s\n", r.why.c_str());
+      std::fflush(stdout);
+      std::_Exit(r.outcome);
+    }
+    for (int i = 1; i < n; ++i)
+      if (write(idPipe[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) std::_Exit(kWrong);
+    close(idPipe[1]);
+  } else {
+    close(idPipe[1]);
+    if (!readBefore(idPipe[0], &id, sizeof id, deadline)) {
+      std::printf("  rank %d: no unique id from rank 0 before the deadline\n", rank);
+      std::fflush(stdout);
+      std::_Exit(kWrong);
+    }
+    close(idPipe[0]);
+  }
   cudaSetDevice(0);
   cudaStream_t s = nullptr;
   cudaStreamCreate(&s);
   k.streams.push_back(s);
-  Result r;
   ncclResult_t rc = ncclCommInitRank(&k.comms[0], n, id, rank);
   if (rc != ncclSuccess) {
     r = errorResult("ncclCommInitRank", rc, nullptr);
@@ -203,20 +244,21 @@ Result inOneProcess(const std::string& which, int n, Clock::time_point deadline)
 }
 
 Result inProcesses(int n, Clock::time_point deadline) {
-  ncclUniqueId id;
-  ncclResult_t rc = ncclGetUniqueId(&id);
-  if (rc != ncclSuccess) return errorResult("ncclGetUniqueId", rc, nullptr);
+  int idPipe[2];
+  if (pipe(idPipe) != 0) return {kWrong, "pipe failed"};
   std::fflush(stdout);
   std::vector<pid_t> children;
   for (int r = 0; r < n; ++r) {
     const pid_t pid = fork();
-    if (pid == 0) processRank(r, n, id, deadline);
+    if (pid == 0) processRank(r, n, idPipe, deadline);
     if (pid < 0) return {kWrong, "fork failed"};
     children.push_back(pid);
   }
+  close(idPipe[0]);
+  close(idPipe[1]);
   // The children's own deadline reports a hang; this one, a little later, catches a child stuck
   // where it cannot look at the clock (in a CUDA call).
-  const Clock::time_point hard = deadline + std::chrono::seconds(5);
+  const Clock::time_point hard = deadline + std::chrono::seconds(2);
   Result worst;
   size_t left = children.size();
   while (left > 0) {

@@ -9,7 +9,7 @@ must lie inside the expected library's mapping.
 
 Usage: torch_nccl_check.py --weft PATH/libnccl.so.2 [--ranks 2] [--timeout SECONDS]
   --timeout: how long each run's processes may take (default 180), then they are killed
-Exit status 0: every check passed, 1: a failure, 77: no CUDA device.
+Exit status 0: every check passed, 1: a failure, 77: no PyTorch or no CUDA device.
 """
 import argparse
 import os
@@ -145,7 +145,11 @@ def main():
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=180)
     args = ap.parse_args()
-    import torch
+    try:
+        import torch
+    except ImportError as e:
+        print(f"skip: no PyTorch ({e})")
+        sys.exit(77)
     if not torch.cuda.is_available():
         print("skip: no CUDA device")
         sys.exit(77)
