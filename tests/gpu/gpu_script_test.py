@@ -121,6 +121,13 @@ class Summary(unittest.TestCase):
         self.assertEqual(cells[("allreduce", 2)][268435456], "383.48 (0.51)")
         lines, _ = gpu_summary.busbw_lines([("allreduce", 2, "x", t)], None)
         self.assertNotIn("copy_frac", lines[1])
+        # allgather with 3 ranks: 1 MiB asked, 1048572 B measured, shown under 1 MiB.
+        odd = self.write("odd.txt", PLAIN_TABLE.replace("   268435456", "     1048572"))
+        lines, cells = gpu_summary.busbw_lines([("allgather", 3, "x", odd)], 1500.0)
+        self.assertTrue(lines[0].startswith("BUSBW allgather t3 1048572 busbw=447.39"), lines)
+        self.assertIn(1 << 20, cells[("allgather", 3)])
+        self.assertEqual(gpu_summary.nominal(8), 8)
+        self.assertEqual(gpu_summary.nominal(0), 0)
 
     def test_main_prints_the_block_then_the_verdict_last(self):
         r = self.write("r.tsv", "info\tgpu\tPASS\t0\tH200\n")

@@ -91,8 +91,14 @@ def table_rows(path):
     return rows
 
 
+def nominal(size):
+    """The power of two a row's size was asked as (allgather with 3 ranks rounds 1 MiB down to
+    1048572 bytes, a whole number of elements per rank)."""
+    return 1 << (size - 1).bit_length() if size > 0 else 0
+
+
 def busbw_lines(tables, gbps):
-    """BUSBW lines, and {(collective, ranks): {size: cell text}} for the README table."""
+    """BUSBW lines, and {(collective, ranks): {nominal size: cell text}} for the README table."""
     lines, cells = [], {}
     for collective, ranks, _label, path in tables:
         cell = cells.setdefault((collective, ranks), {})
@@ -105,9 +111,9 @@ def busbw_lines(tables, gbps):
                 text += f" copy_frac={frac:.2f}"
             if hbm is not None:
                 text += f" hbm_frac={hbm:.2f}"
-            if size == LATENCY_BYTES or size >= SHOWN_MIN_BYTES:
+            if size == LATENCY_BYTES or nominal(size) >= SHOWN_MIN_BYTES:
                 lines.append(text)
-            cell[size] = f"{busbw:g}" + (f" ({frac:.2f})" if frac is not None else "")
+            cell[nominal(size)] = f"{busbw:g}" + (f" ({frac:.2f})" if frac is not None else "")
     return lines, cells
 
 
@@ -133,7 +139,9 @@ def readme_block(title, results, goal_lines, cells, gbps):
     if cells:
         keys = sorted(cells)
         sizes = sorted({s for k in keys for s in cells[k]})
-        out += ["", "busbw GB/s per size (fraction of the copy bound), ranks on the one GPU:", ""]
+        out += ["", "busbw GB/s per size (fraction of the copy bound), ranks on the one GPU "
+                "(a size rounded down to whole elements per rank is shown as the power of two "
+                "asked for):", ""]
         out.append("| size (B) | " + " | ".join(f"{c} t{r}" for c, r in keys) + " |")
         out.append("|---" * (len(keys) + 1) + "|")
         for size in sizes:

@@ -46,7 +46,7 @@ def main(argv):
         check(any(line.rstrip().endswith("bound   frac   frac") for line in lines),
               f"{name}: no roofline header cells", lines)
         table = rows(lines)
-        check(len(table) == 3, f"{name}: {len(table)} rows, not 3", lines)
+        check(len(table) == 5, f"{name}: {len(table)} rows, not 5 (8 B to 32 KiB)", lines)
         for r in table:
             check(len(r) == 16 and r[8] == "0" and r[12] == "0", f"{name}: bad row {r}", lines)
             size, us, bound, frac = int(r[0]), float(r[5]), float(r[13]), float(r[14])

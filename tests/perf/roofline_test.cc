@@ -91,7 +91,7 @@ TEST(Roofline, GoalScriptAgrees) {
 
 TEST(Roofline, HbmFromTheDriver) {
   // An H200: 3201 MHz, 6144-bit bus, two transfers per clock: 4917 GB/s.
-  EXPECT_NEAR(hbmGBps(3201000, 6144), 4917.1, 0.1);
+  EXPECT_NEAR(hbmGBps(3201000, 6144), 4916.7, 0.1);
   // An H100 SXM: 2619 MHz x 5120 bit = 3352 GB/s.
   EXPECT_NEAR(hbmGBps(2619000, 5120), 3352.3, 0.1);
   EXPECT_EQ(hbmGBps(0, 6144), 0);
@@ -99,10 +99,12 @@ TEST(Roofline, HbmFromTheDriver) {
 }
 
 TEST(Roofline, BoundAndFraction) {
-  // 2 ranks on one GPU of 4000 GB/s, allreduce of 256 MiB: 2 x 2 x 256 MiB / 4e3 B/us.
+  // 2 ranks on one GPU of 4000 GB/s (4e6 bytes per us), allreduce of 256 MiB: 2 x 2 x 256 MiB
+  // moved, 268.4 us.
   const double bytes = 256.0 * (1 << 20);
   const double us = boundUs(directTraffic(Pattern::kAllReduce, 2, false), bytes, 2, 4000);
-  EXPECT_NEAR(us, 4 * bytes / 4e3, 1e-6);
+  EXPECT_NEAR(us, 4 * bytes / 4e6, 1e-9);
+  EXPECT_NEAR(us, 268.435, 1e-3);
   EXPECT_NEAR(boundFraction(us, us / 0.8), 0.8, 1e-12);
   EXPECT_EQ(boundFraction(us, 0), 0);
   EXPECT_EQ(boundUs(Traffic{1, 1}, bytes, 2, 0), 0);
