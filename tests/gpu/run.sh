@@ -118,7 +118,10 @@ attempt() {
   case $rc in
     0) status=PASS ;;
     77) status=SKIP ;;
-    124 | 137) status=HANG ;;
+    124 | 137)
+      status=HANG
+      echo "(killed at its $want s limit)" >>"$file"
+      ;;
     *) status=FAIL ;;
   esac
   if [[ -n ${HANG_RC:-} && $rc == "$HANG_RC" ]]; then status=HANG; fi
