@@ -10,7 +10,7 @@
 #   device_calls   calls on device memory through the API, 1-4 ranks in one process
 #   d2d            the device-to-device copy rate, the reference of the bandwidth goal
 #   correct_*      every collective (the perf tools, -c 1 on device buffers) with 1-4 ranks on the
-#                  one GPU, as threads of one process and as processes (weftrun)
+#                  one GPU, as threads of one process and (2-4) as processes (weftrun)
 #   hazards        ranks that share one stream, the legacy NULL stream,
 #                  CUDA_DEVICE_MAX_CONNECTIONS=1, two processes on one GPU without MPS
 #                  (tests/gpu/hazard_gpu_check.cu): each correct or a clear error, never a hang
@@ -200,7 +200,8 @@ if need_carried "$carry/bin/d2d_bandwidth" d2d_bandwidth; then
 fi
 
 # Every collective with 1-4 ranks: one case per tool, its rank counts run one after another,
-# each under its own limit; the case's status is the worst of them.
+# each under its own limit; the case's status is the worst of them. As processes from 2 ranks
+# (one process of one rank is the threads' first case).
 read -r -a tools <<<"${WEFT_GPU_TOOLS:-all_reduce all_gather reduce_scatter broadcast reduce \
   alltoall sendrecv gather scatter}"
 small=(-b 8 -e "${WEFT_GPU_SMALL_BYTES:-8M}" -f 32 -n 1 -w 1 -c 1)
@@ -209,7 +210,9 @@ for mode in threads procs; do
   for tool in "${tools[@]}"; do
     need_carried "$carry/bin/${tool}_perf" "${tool}_$mode" || continue
     case_status=SKIP detail="" case_took=0
-    for n in 1 2 3 4; do
+    ranks=(1 2 3 4)
+    [[ $mode == procs ]] && ranks=(2 3 4)
+    for n in "${ranks[@]}"; do
       out="$logdir/cases/${tool}_${mode}_$n.txt"
       if [[ $mode == threads ]]; then
         attempt 8 "$out" env "${carried_env[@]}" "$carry/bin/${tool}_perf" "${small[@]}" -t "$n"
