@@ -1,9 +1,14 @@
 // The element arithmetic of every reduction: element formats (storage type, arithmetic type,
-// conversions) and operators, written once as WEFT_HD code. The host's scalar kernels
-// (reduce_scalar.cc) and the device kernels (src/cuda/) compile this same source, so a host
-// test of it tests the device arithmetic too. The SIMD files must not include it (see
-// reduce_internal.h): their vector loops are written against the same rules and tested against
-// the scalar code.
+// conversions), operators, the PreMulSum scaling and Avg's integer division, written once as
+// WEFT_HD code. Rule: nothing else applies an operator or a conversion to values. The host's
+// scalar kernels (reduce_scalar.cc, which the host interpreter and its fast path reach through
+// reduce.h) and the device interpreter (src/cuda/device_interp.h) compile this same source, so
+// a host test of it tests the device arithmetic too, and both paths give the same bits. The SIMD
+// files must not include it (see reduce_internal.h): their vector loops are written against the
+// same rules, and reduce_simd_test.cc checks them element by element against these functions
+// (every type and operator, NaNs, infinities, signed zeros, subnormals, narrow-format rounding).
+// The plan verifier computes no values (it tracks which ranks' contributions an element holds),
+// so it needs none of this.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -200,6 +205,41 @@ WEFT_HD_INLINE typename E::Storage combine(typename E::Storage a, typename E::St
 template <class E>
 WEFT_HD_INLINE typename E::Storage scale(typename E::Storage v, typename E::Calc s) {
   return E::fromCalc(E::mul(E::toCalc(v), s));
+}
+
+// One element of Avg's final division on the integer types (Sum, then divide by the ranks): in
+// 64-bit arithmetic of the type's signedness, so a divisor wider than the type stays what it
+// is, rounding toward zero like C division. A floating type divides in its arithmetic type
+// (floating Avg normally scales by 1/n instead: PreMulSum).
+template <class E>
+WEFT_HD_INLINE typename E::Storage divide(typename E::Storage v, uint64_t divisor) {
+  using S = typename E::Storage;
+  if constexpr (std::is_integral_v<typename E::Calc>) {
+    using W = std::conditional_t<std::is_signed_v<S>, int64_t, uint64_t>;
+    return static_cast<S>(static_cast<W>(v) / static_cast<W>(divisor));
+  } else {
+    return E::fromCalc(E::toCalc(v) / static_cast<typename E::Calc>(divisor));
+  }
+}
+
+// Calls fn with the operator type (OpSum, OpProd, OpMax, OpMin) that reduces for `op`: Sum,
+// PreMulSum (a sum of scaled operands) and Avg (a sum, scaled or divided afterwards) reduce
+// with OpSum. The one map from RedOp to arithmetic, for every kernel that dispatches on it.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
+template <class Fn>
+WEFT_HD_INLINE decltype(auto) withOp(RedOp op, Fn&& fn) {
+  switch (op) {
+    case RedOp::kProd:
+      return fn(OpProd{});
+    case RedOp::kMax:
+      return fn(OpMax{});
+    case RedOp::kMin:
+      return fn(OpMin{});
+    default:
+      return fn(OpSum{});
+  }
 }
 
 // Calls fn with a value-initialized traits object of type t. Returns false for an invalid type.

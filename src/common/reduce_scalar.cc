@@ -1,7 +1,8 @@
 // Portable scalar kernels: the loops every SIMD level falls back to for what its vector code
 // leaves (and that do all the work at the scalar level), and the element-wise helpers with no
-// vector code. The element arithmetic itself is shared with the CUDA kernels
-// (reduce_elements.h).
+// vector code. Every value they compute comes from reduce_elements.h (combine, scale, divide,
+// the formats' conversions), the one definition the device interpreter compiles too: these
+// files hold loops and dispatch, never an operator's arithmetic.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,9 +35,6 @@ using elements::Bf16Elem;
 using elements::E4m3Elem;
 using elements::E5m2Elem;
 using elements::HalfElem;
-using elements::OpMax;
-using elements::OpMin;
-using elements::OpProd;
 using elements::OpSum;
 using elements::withElem;
 
@@ -74,16 +72,9 @@ void reduceScalar(const ReduceArgs& r) {
     using E = decltype(e);
     if (r.scaleA || r.scaleB) return scalarPreMulSum<E>(r);
     const typename E::Calc none{};
-    switch (r.op) {
-      case RedOp::kProd:
-        return scalarLoop<E, OpProd, false, false>(r.dst, r.a, r.b, r.count, none, none);
-      case RedOp::kMax:
-        return scalarLoop<E, OpMax, false, false>(r.dst, r.a, r.b, r.count, none, none);
-      case RedOp::kMin:
-        return scalarLoop<E, OpMin, false, false>(r.dst, r.a, r.b, r.count, none, none);
-      default:
-        return scalarLoop<E, OpSum, false, false>(r.dst, r.a, r.b, r.count, none, none);
-    }
+    elements::withOp(r.op, [&](auto op) {
+      scalarLoop<E, decltype(op), false, false>(r.dst, r.a, r.b, r.count, none, none);
+    });
   });
 }
 
@@ -100,38 +91,11 @@ void scaleScalar(DataType t, void* dst, const void* src, const void* scalar, siz
 
 void divideElements(DataType t, void* buf, size_t count, uint64_t divisor) {
   if (divisor == 0 || divisor == 1) return;
-  auto divideAll = [&](auto zero) {
-    using S = decltype(zero);
-    // Divide in 64 bits so a divisor wider than S stays what it is; signed divides as signed.
-    using W = std::conditional_t<std::is_signed_v<S>, int64_t, uint64_t>;
-    W d = static_cast<W>(divisor);
-    for (size_t i = 0; i < count; ++i)
-      storeAt<S>(buf, i, static_cast<S>(static_cast<W>(loadAt<S>(buf, i)) / d));
-  };
-  switch (t) {
-    case DataType::kInt8:
-      return divideAll(int8_t{});
-    case DataType::kUint8:
-      return divideAll(uint8_t{});
-    case DataType::kInt32:
-      return divideAll(int32_t{});
-    case DataType::kUint32:
-      return divideAll(uint32_t{});
-    case DataType::kInt64:
-      return divideAll(int64_t{});
-    case DataType::kUint64:
-      return divideAll(uint64_t{});
-    default:
-      break;
-  }
-  // Floating types normally take PreMulSum 1/n; dividing still does the obvious thing.
   withElem(t, [&](auto e) {
     using E = decltype(e);
     using S = typename E::Storage;
-    for (size_t i = 0; i < count; ++i) {
-      auto v = E::toCalc(loadAt<S>(buf, i));
-      storeAt<S>(buf, i, E::fromCalc(v / static_cast<typename E::Calc>(divisor)));
-    }
+    for (size_t i = 0; i < count; ++i)
+      storeAt<S>(buf, i, elements::divide<E>(loadAt<S>(buf, i), divisor));
   });
 }
 

@@ -1,7 +1,8 @@
 // What a communicator's device path sees of the communicator it serves: its ranks, where they
 // live, its bootstrap, its tuning and the plans of its calls. The device code depends on this
 // interface, not on the communicator, so the communicator can own its device path without the
-// two including each other.
+// two including each other. The Works it hands out are the ones the host executor would run
+// (one lowering for both paths).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,11 +31,11 @@ class CommView {
   virtual bool allRanksOnThisHost() const = 0;
   virtual bool peerInThisProcess(int r) const = 0;
   virtual bootstrap::Bootstrap& bootstrap() = 0;
-  // The Work of a group's point-to-point calls; the plan a collective call runs; the factor of a
-  // PreMulSum op handle (Communicator::p2pWork, planForDevice, preMulScalar).
+  // The Work of a group's point-to-point calls; the Work of a collective call, its operator
+  // lowered as the host executor's is (Communicator::p2pWork, workForDevice). The device path
+  // encodes these Works and lowers nothing itself.
   virtual exec::Work p2pWork(const std::vector<Call>& calls) = 0;
-  virtual std::shared_ptr<const plan::Plan> planForDevice(const Call& call) = 0;
-  virtual Scalar preMulScalar(int op) const = 0;
+  virtual exec::Work workForDevice(const Call& call) = 0;
 };
 
 }  // namespace weft::core

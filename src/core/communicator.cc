@@ -34,10 +34,7 @@ class Communicator::DeviceView final : public CommView {
   bool peerInThisProcess(int r) const override { return comm_.peerInThisProcess(r); }
   bootstrap::Bootstrap& bootstrap() override { return comm_.bootstrap(); }
   exec::Work p2pWork(const std::vector<Call>& calls) override { return comm_.p2pWork(calls); }
-  std::shared_ptr<const plan::Plan> planForDevice(const Call& call) override {
-    return comm_.planForDevice(call);
-  }
-  Scalar preMulScalar(int op) const override { return comm_.preMulScalar(op); }
+  exec::Work workForDevice(const Call& call) override { return comm_.workForDevice(call); }
 
  private:
   Communicator& comm_;

@@ -48,7 +48,8 @@ class Communicator : public exec::ConnectionSource {
 
   transport::Connection* connection(int peer, int channel) override;
 
-  // Builds the executor's Work for one collective call.
+  // Builds the executor's Work for one collective call (its operator lowered by
+  // exec::lowerOperator, as every call's is).
   exec::Work collectiveWork(const Call& call);
   // The same into an existing Work, reusing its storage (the per-call fast path).
   void fillCollectiveWork(const Call& call, exec::Work* w);
@@ -118,10 +119,11 @@ class Communicator : public exec::ConnectionSource {
   // process.
   bool allRanksOnThisHost() const;
   bool peerInThisProcess(int r) const { return peers_[r].processHash == peers_[rank_].processHash; }
-  // The plan a collective call runs (as collectiveWork chooses it).
-  std::shared_ptr<const plan::Plan> planForDevice(const Call& call);
-  // The factor of a PreMulSum op handle (createPreMulSum).
-  Scalar preMulScalar(int op) const { return ops_[op - kNumBuiltinOps].scalar; }
+  // The Work of a collective call on device memory: what collectiveWork's holds before the host
+  // executor's own parts (links, tags, scratch): plan, program, rank, type, the user's buffers
+  // and the operator lowered exactly as for the host (exec::lowerOperator). The device path
+  // encodes it (src/cuda/device_plan.h); it takes no message tag and no host scratch.
+  exec::Work workForDevice(const Call& call);
   // asyncError(), after taking in a failure the kernel path's launches recorded.
   Status pollAsyncError();
 
@@ -148,6 +150,9 @@ class Communicator : public exec::ConnectionSource {
                             std::shared_ptr<const plan::Plan>* holder);
   // The plan of a collective call (cached by shape); sets *inPlace.
   std::shared_ptr<const plan::Plan> planForCall(const Call& call, bool* inPlace);
+  // The part of a collective call's Work both paths share: plan, program, rank, type, tuning,
+  // the user's buffers (scratch left null) and the lowered operator.
+  void fillCallWork(const Call& call, exec::Work& w);
   // Tells the peers this rank gave up because of `causeRank`: marks its failure word, poisons
   // its links naming the cause, and rings the doorbells of the ranks on its host so that those
   // waiting on it look at once.

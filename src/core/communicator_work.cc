@@ -1,6 +1,9 @@
 // The plans and Works of a communicator's calls: which plan a call runs (the selector's choice,
 // built once and cached by spec), the tags that tell one call's messages from another's, and
 // the exec::Work a call hands the executor (collectives, and a group's point-to-point calls).
+// A collective call's Work is built in one place (fillCallWork) whichever path runs it, with
+// its operator lowered there by exec::lowerOperator: the host executor and the device
+// interpreter (which encodes that Work, src/cuda/device_plan.h) run the same lowered program.
 #include <algorithm>
 #include <cstring>
 
@@ -8,6 +11,7 @@
 #include "src/common/reduce.h"
 #include "src/core/communicator.h"
 #include "src/core/plan_maker.h"
+#include "src/exec/lower.h"
 #include "src/plan/chunk_plan.h"
 #include "src/select/selector.h"
 
@@ -111,17 +115,34 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   return plan;
 }
 
-std::shared_ptr<const plan::Plan> Communicator::planForDevice(const Call& call) {
-  bool inPlace = false;
-  std::shared_ptr<const plan::Plan> p = planForCall(call, &inPlace);
-  if (!p->outOfPlaceSafe && !inPlace)
-    fail(Status::kInternalError, "plan " + p->algorithm + " only runs in place");
-  return p;
-}
-
 exec::Work Communicator::collectiveWork(const Call& call) {
   exec::Work w;
   fillCollectiveWork(call, &w);
+  return w;
+}
+
+void Communicator::fillCallWork(const Call& call, exec::Work& w) {
+  bool inPlace = false;
+  w.plan = planForCall(call, &inPlace);
+  const plan::Plan& p = *w.plan;
+  if (!p.outOfPlaceSafe && !inPlace)
+    fail(Status::kInternalError, "plan " + p.algorithm + " only runs in place");
+  w.program = &p.programs[rank_];
+  w.rank = rank_;
+  w.type = call.type;
+  w.tuning = &tuning_;
+  w.buffers.assign({const_cast<char*>(static_cast<const char*>(call.send)),
+                    static_cast<char*>(call.recv), nullptr});
+  // The operator, lowered once for whichever path runs the call: an op handle is PreMulSum by
+  // its factor.
+  const bool handle = call.op >= kNumBuiltinOps;
+  exec::lowerOperator(&w, handle ? RedOp::kPreMulSum : static_cast<RedOp>(call.op),
+                      handle ? ops_[call.op - kNumBuiltinOps].scalar : Scalar{});
+}
+
+exec::Work Communicator::workForDevice(const Call& call) {
+  exec::Work w;
+  fillCallWork(call, w);
   return w;
 }
 
@@ -132,22 +153,12 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
   w.finish = nullptr;
   w.keep.reset();
   w.byReference = true;
-  w.scalar = Scalar{};
-  const plan::Spec spec = specOf(call, nranks_);
-  bool inPlace = false;
-  w.plan = planForCall(call, &inPlace);
+  fillCallWork(call, w);
   const plan::Plan& p = *w.plan;
-  if (!p.outOfPlaceSafe && !inPlace)
-    fail(Status::kInternalError, "plan " + p.algorithm + " only runs in place");
-  w.program = &p.programs[rank_];
-  w.rank = rank_;
-  w.type = call.type;
+  const plan::Spec spec = specOf(call, nranks_);
   w.conns = this;
   w.abort = &aborted_;
-  w.tuning = &tuning_;
   const size_t es = spec.elemSize;
-  w.buffers.assign({const_cast<char*>(static_cast<const char*>(call.send)),
-                    static_cast<char*>(call.recv), nullptr});
   if (w.program->scratchElems > 0) {
     const size_t bytes = w.program->scratchElems * es;
     if (bytes <= kInlineScratchBytes) {
@@ -176,29 +187,6 @@ void Communicator::fillCollectiveWork(const Call& call, exec::Work* out) {
     const char* in = static_cast<const char*>(call.send);
     const char* out = static_cast<const char*>(call.recv);
     if (in && out && in < out + sz.output * es && out < in + sz.input * es) w.byReference = false;
-  }
-
-  // Lower the operator: Avg is PreMulSum(1/n) on floats and Sum-then-divide on integers.
-  if (call.op >= kNumBuiltinOps) {
-    w.op = RedOp::kPreMulSum;
-    w.scalar = ops_[call.op - kNumBuiltinOps].scalar;
-  } else if (call.op == static_cast<int>(RedOp::kAvg)) {
-    if (isFloating(call.type)) {
-      w.op = RedOp::kPreMulSum;
-      w.scalar = reciprocalScalar(call.type, nranks_);
-    } else {
-      w.op = RedOp::kSum;
-      bool hasResult = call.coll != plan::Collective::kReduce || call.root == rank_;
-      if (hasResult && call.count > 0) {
-        char* out = static_cast<char*>(call.recv);
-        uint64_t n = call.count;
-        DataType t = call.type;
-        int divisor = nranks_;
-        w.finish = [out, n, t, divisor] { divideElements(t, out, n, divisor); };
-      }
-    }
-  } else {
-    w.op = static_cast<RedOp>(call.op);
   }
 }
 

@@ -306,17 +306,13 @@ WEFT_HD DeviceError transferStep(const DeviceRunArgs& a, const DeviceStep& s, ui
   return DeviceError::kNone;
 }
 
-// Integer Avg: Output[0, count) /= divisor, this thread's share (rounds toward zero, like
-// weft::divideElements).
+// Integer Avg: Output[0, count) /= divisor, this thread's share (elements::divide, the rule
+// weft::divideElements applies on the host).
 template <class E>
 WEFT_HD void divideShare(char* buf, uint64_t count, uint64_t divisor, uint32_t tid, uint32_t nth) {
   using S = typename E::Storage;
-  if constexpr (std::is_integral_v<S> && std::is_same_v<typename E::Calc, S>) {
-    using W = std::conditional_t<std::is_signed_v<S>, int64_t, uint64_t>;
-    S* v = reinterpret_cast<S*>(buf);
-    const W d = static_cast<W>(divisor);
-    for (uint64_t j = tid; j < count; j += nth) v[j] = static_cast<S>(static_cast<W>(v[j]) / d);
-  }
+  S* v = reinterpret_cast<S*>(buf);
+  for (uint64_t j = tid; j < count; j += nth) v[j] = elements::divide<E>(v[j], divisor);
 }
 
 template <class E, class Op>
@@ -369,16 +365,10 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
 template <class E>
 WEFT_HD DeviceError runLaneWithOp(const DeviceRunArgs& a, uint32_t lane, uint32_t tid, uint32_t nth,
                                   LaneShared& sh) {
-  switch (static_cast<RedOp>(a.plan->op)) {
-    case RedOp::kProd:
-      return runLaneTyped<E, elements::OpProd>(a, lane, tid, nth, sh);
-    case RedOp::kMax:
-      return runLaneTyped<E, elements::OpMax>(a, lane, tid, nth, sh);
-    case RedOp::kMin:
-      return runLaneTyped<E, elements::OpMin>(a, lane, tid, nth, sh);
-    default:  // Sum and PreMulSum (Avg was lowered to one of them)
-      return runLaneTyped<E, elements::OpSum>(a, lane, tid, nth, sh);
-  }
+  // The plan's operator was lowered on the host (exec::lowerOperator): never Avg here.
+  return elements::withOp(static_cast<RedOp>(a.plan->op), [&](auto op) {
+    return runLaneTyped<E, decltype(op)>(a, lane, tid, nth, sh);
+  });
 }
 
 }  // namespace interp

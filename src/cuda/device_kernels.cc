@@ -83,7 +83,7 @@ struct DeviceKernelRank::Impl {
     uint32_t lanes = 0;
     size_t sendAt = 0, recvAt = 0;
   };
-  std::map<std::string, Blob> blobs;
+  std::map<DeviceKernelRank::BlobKey, Blob> blobs;
 
   // laneDone[counterLanes], lanesFinished, runs: the launches keep their epochs in device
   // memory, so a captured launch replays as the next run.
@@ -95,18 +95,25 @@ struct DeviceKernelRank::Impl {
 
   std::vector<std::shared_ptr<LaunchDone>> pending;
 
-  // Lowered plans not yet in device memory (their links may still wait for an export).
-  std::map<std::string, cuda::DevicePlanBlob> lowered;
+  // Encoded plans not yet in device memory (their links may still wait for an export), with
+  // the plan their key names kept alive.
+  struct Encoded {
+    cuda::DevicePlanBlob blob;
+    std::shared_ptr<const plan::Plan> keep;
+  };
+  std::map<DeviceKernelRank::BlobKey, Encoded> lowered;
   // Receive links from ranks in other processes whose FIFOs this rank has exported.
   std::map<std::pair<int, int>, bool> exported;
   // The worlds of other GPUs of this process whose FIFOs this rank sends on, by bus id.
   std::map<std::string, std::shared_ptr<DeviceWorld>> peerWorlds;
 
-  const cuda::DevicePlanBlob& lower(const DeviceKernelRank::Unit& u) {
+  // The unit's Work encoded for the device (once per key): the same lowered program the host
+  // executor would run.
+  const Encoded& lower(const DeviceKernelRank::Unit& u) {
     auto it = lowered.find(u.key);
     if (it != lowered.end()) return it->second;
-    return lowered.emplace(u.key, cuda::lowerForDevice(*u.program, u.plan->spec, rank, u.call))
-        .first->second;
+    Encoded e{cuda::encodeForDevice(u.work, slotBytes), u.work.plan};
+    return lowered.emplace(u.key, std::move(e)).first->second;
   }
 
   // Exports the FIFOs of `blob`'s receive links whose senders live in other processes.
@@ -168,7 +175,8 @@ struct DeviceKernelRank::Impl {
   const Blob& blobFor(DeviceWorld& world, const DeviceKernelRank::Unit& u) {
     auto it = blobs.find(u.key);
     if (it != blobs.end()) return it->second;
-    const cuda::DevicePlanBlob& blob = lower(u);
+    const Encoded& encoded = lower(u);
+    const cuda::DevicePlanBlob& blob = encoded.blob;
     const cuda::DevicePlan* dp = blob.plan();
     std::vector<cuda::DeviceFifo> sends, recvs;
     for (uint32_t k = 0; k < dp->sendLinks; ++k) {
@@ -180,7 +188,7 @@ struct DeviceKernelRank::Impl {
       recvs.push_back(world.fifo(l.peer, rank, l.channel));
     }
     Blob b;
-    b.keep = u.plan;
+    b.keep = encoded.keep;
     b.lanes = dp->lanes;
     b.sendAt = (blob.bytes() + 63) / 64 * 64;
     b.recvAt = b.sendAt + sends.size() * sizeof(cuda::DeviceFifo);
@@ -337,39 +345,27 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
                " sends and receives on device memory per rank";
         return Status::kInvalidUsage;
       }
-      u.key = "p2p";
-      for (const Call& c : calls)
-        u.key += (c.isSend ? ":s" : ":r") + std::to_string(c.root) + "." +
-                 std::to_string(c.count * dataTypeSize(c.type));
-      u.call = cuda::DeviceCall{DataType::kUint8, RedOp::kSum, Scalar{}, m.slotBytes};
-      // The program only where this group's shape was never lowered.
-      if (!m.blobs.count(u.key) && !m.lowered.count(u.key)) {
-        exec::Work w = comm.p2pWork(calls);
-        u.plan = w.plan;
-        u.program = w.program;
+      u.key.type = static_cast<int>(DataType::kUint8);
+      u.key.op = static_cast<int>(RedOp::kSum);
+      u.key.p2p.reserve(2 * calls.size());
+      for (const Call& c : calls) {
+        u.key.p2p.push_back(uint64_t{c.isSend} << 32 | static_cast<uint32_t>(c.root));
+        u.key.p2p.push_back(c.count * dataTypeSize(c.type));
       }
+      // The Work only where this group's shape was never encoded.
+      if (!m.blobs.count(u.key) && !m.lowered.count(u.key)) u.work = comm.p2pWork(calls);
     } else {
-      const Call& c = calls.front();
-      u.plan = comm.planForDevice(c);
-      u.program = &u.plan->programs[m.rank];
-      u.call = cuda::DeviceCall{c.type, RedOp::kSum, Scalar{}, m.slotBytes};
-      if (c.op >= kNumBuiltinOps) {
-        u.call.op = RedOp::kPreMulSum;
-        u.call.scalar = comm.preMulScalar(c.op);
-      } else {
-        u.call.op = static_cast<RedOp>(c.op);
-      }
-      char scalarKey[2 * sizeof(Scalar) + 1] = {};
-      for (size_t i = 0; i < sizeof(Scalar); ++i)
-        std::snprintf(scalarKey + 2 * i, 3, "%02x", u.call.scalar.bytes[i]);
-      u.key = "coll:" + std::to_string(reinterpret_cast<uintptr_t>(u.plan.get())) + ":" +
-              std::to_string(static_cast<int>(c.type)) + ":" +
-              std::to_string(static_cast<int>(u.call.op)) + ":" + scalarKey;
-      u.scratchBytes = u.program->scratchElems * dataTypeSize(c.type);
-      u.buffers = {const_cast<char*>(static_cast<const char*>(c.send)), static_cast<char*>(c.recv),
-                   nullptr};
+      u.work = comm.workForDevice(calls.front());
+      const exec::Work& w = u.work;
+      u.key.plan = w.plan.get();
+      u.key.type = static_cast<int>(w.type);
+      u.key.op = static_cast<int>(w.op);
+      std::memcpy(&u.key.scalar, w.scalar.bytes, sizeof u.key.scalar);
+      u.key.divisor = w.divisor;
+      u.scratchBytes = w.program->scratchElems * dataTypeSize(w.type);
+      u.buffers = {w.buffers[plan::kInput], w.buffers[plan::kOutput], nullptr};
     }
-    if (!m.blobs.count(u.key)) m.exportReceives(*world_, m.lower(u));
+    if (!m.blobs.count(u.key)) m.exportReceives(*world_, m.lower(u).blob);
     *unit = std::move(u);
     return Status::kSuccess;
   } catch (const Error& e) {

@@ -27,6 +27,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/common/error.h"
@@ -63,16 +64,36 @@ class DeviceKernelRank {
   DeviceKernelRank& operator=(const DeviceKernelRank&) = delete;
 
   // One unit of a launch (a collective call, or the point-to-point calls of a group), planned:
-  // plan() lowers it and exports the FIFOs it receives on from ranks in other processes; then
+  // plan() takes the unit's Work from the communicator (its operator lowered there, as for the
+  // host executor), encodes it for the device once per BlobKey (cuda::encodeForDevice) and
+  // exports the FIFOs it receives on from ranks in other processes; then
   // prepare() maps the FIFOs it sends on to such ranks (waiting for their exports) and fills
   // `args`, with `lanes` the unit's block count. A launch plans all its units before it prepares
   // any, so ranks driven by one thread never wait for an export their own thread has still to
   // make. Nothing changes until committed.
+  //
+  // What names an encoded plan in the rank's caches, built without strings: a collective's
+  // plan (the cache keeps it alive, so its address names it) with the element type and the
+  // operator its Work was lowered to; a group's point-to-point calls (whose plan is made anew
+  // for every group) by their shape.
+  struct BlobKey {
+    const plan::Plan* plan = nullptr;  // null for point-to-point calls
+    int type = 0;
+    int op = 0;           // the Work's lowered operator
+    uint64_t scalar = 0;  // its PreMulSum factor's bytes
+    uint64_t divisor = 0;
+    std::vector<uint64_t> p2p;  // per call: send bit << 32 | peer, then bytes
+    bool operator<(const BlobKey& o) const {
+      return std::tie(plan, type, op, scalar, divisor, p2p) <
+             std::tie(o.plan, o.type, o.op, o.scalar, o.divisor, o.p2p);
+    }
+  };
   struct Unit {
-    std::string key;  // names the lowered plan in this rank's caches
-    std::shared_ptr<const plan::Plan> plan;
-    const plan::Program* program = nullptr;
-    cuda::DeviceCall call;
+    BlobKey key;
+    // The call's Work as the communicator built it for the host executor too (its operator
+    // lowered there): what is encoded for the device. Left empty for point-to-point calls whose
+    // shape is already encoded.
+    exec::Work work;
     std::vector<char*> buffers;  // by plan buffer id (scratch filled by prepare)
     size_t scratchBytes = 0;
   };

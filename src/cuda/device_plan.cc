@@ -1,12 +1,14 @@
 #include "src/cuda/device_plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
 #include "src/common/error.h"
-#include "src/common/reduce.h"
+#include "src/exec/lower.h"
 #include "src/plan/plan.h"
 
 namespace weft::cuda {
@@ -46,46 +48,79 @@ class LinkTable {
   std::vector<uint32_t> owner_;
 };
 
+// Buffer ids past what a run's arguments carry, or past the Work's buffers, are refused before
+// anything indexes with them.
+void checkBuffers(const exec::Work& w) {
+  const auto& lanes = w.program->lanes;
+  const size_t most = std::min<size_t>(kMaxDeviceBuffers, w.buffers.size());
+  for (size_t l = 0; l < lanes.size(); ++l)
+    for (size_t i = 0; i < lanes[l].steps.size(); ++i) {
+      const plan::Step& s = lanes[l].steps[i];
+      if (s.src.buffer >= most || s.dst.buffer >= most)
+        refuse(w.rank, "lane " + std::to_string(l) + " step " + std::to_string(i) +
+                           " names a buffer past the device interpreter's " + std::to_string(most));
+    }
+}
+
 }  // namespace
+
+DevicePlanBlob encodeForDevice(const exec::Work& w, uint32_t slotBytes) {
+  if (!w.program || !w.plan) refuse(w.rank, "a Work without a program");
+  checkBuffers(w);
+  exec::Lowered lowered;
+  exec::lower(w, &lowered);
+  return encodeForDevice(w, lowered, slotBytes);
+}
 
 DevicePlanBlob lowerForDevice(const plan::Program& program, const plan::Spec& spec, int rank,
                               const DeviceCall& call) {
-  const size_t es = dataTypeSize(call.type);
+  auto holder = std::make_shared<plan::Plan>();
+  holder->spec = spec;
+  exec::Work w;
+  w.plan = holder;
+  w.program = &program;
+  w.rank = rank;
+  w.type = call.type;
+  w.buffers.assign(kMaxDeviceBuffers, nullptr);
+  exec::lowerOperator(&w, call.op, call.scalar);
+  return encodeForDevice(w, call.slotBytes);
+}
+
+DevicePlanBlob encodeForDevice(const exec::Work& w, const exec::Lowered& lowered,
+                               uint32_t slotBytes) {
+  const int rank = w.rank;
+  if (!w.program) refuse(rank, "a Work without a program");
+  const plan::Program& program = *w.program;
+  const size_t es = isValid(w.type) ? dataTypeSize(w.type) : 0;
   if (es == 0) refuse(rank, "invalid data type");
-  if (call.slotBytes < es) refuse(rank, "FIFO slots smaller than one element");
-  if (static_cast<int>(call.op) < 0 ||
-      static_cast<int>(call.op) > static_cast<int>(RedOp::kPreMulSum))
+  if (slotBytes < es) refuse(rank, "FIFO slots smaller than one element");
+  if (static_cast<int>(w.op) < 0 || static_cast<int>(w.op) > static_cast<int>(RedOp::kPreMulSum))
     refuse(rank, "invalid reduction operator");
+  if (w.op == RedOp::kAvg)
+    refuse(rank, "operator Avg not lowered (exec::lowerOperator makes it PreMulSum or Sum)");
+  const auto& lanes = program.lanes;
+  size_t total = 0;
+  for (const plan::Lane& lane : lanes) total += lane.steps.size();
+  if (lowered.laneFirst.size() != lanes.size() || lowered.steps.size() != total)
+    refuse(rank, "the lowering given is of another program");
 
   DevicePlan head;
   head.rank = rank;
-  head.type = static_cast<int32_t>(call.type);
+  head.type = static_cast<int32_t>(w.type);
   head.elemSize = static_cast<uint32_t>(es);
-  head.sliceElems = call.slotBytes / es;
-  RedOp op = call.op;
-  if (op == RedOp::kAvg) {
-    if (isFloating(call.type)) {
-      op = RedOp::kPreMulSum;
-      head.scalar = reciprocalScalar(call.type, spec.nranks);
-    } else {
-      op = RedOp::kSum;
-      const bool hasResult = spec.coll != plan::Collective::kReduce || spec.root == rank;
-      if (hasResult && spec.nranks > 1) {
-        head.divisor = static_cast<uint64_t>(spec.nranks);
-        head.divideCount = spec.count;
-      }
-    }
-  } else if (op == RedOp::kPreMulSum) {
-    head.scalar = call.scalar;
-  }
-  head.op = static_cast<int32_t>(op);
+  head.sliceElems = slotBytes / es;
+  head.op = static_cast<int32_t>(w.op);
+  if (w.op == RedOp::kPreMulSum) head.scalar = w.scalar;
+  head.divisor = w.divisor;
+  head.divideCount = w.divisor > 1 ? w.divideCount : 0;
 
   std::vector<uint32_t> first;
   std::vector<DeviceStep> steps;
   std::vector<DeviceDep> deps;
   LinkTable sends, recvs;
-  const auto& lanes = program.lanes;
   for (uint32_t l = 0; l < lanes.size(); ++l) {
+    if (lowered.laneFirst[l] != steps.size())
+      refuse(rank, "the lowering given is of another program");
     first.push_back(static_cast<uint32_t>(steps.size()));
     const plan::Lane& lane = lanes[l];
     for (uint32_t i = 0; i < lane.steps.size(); ++i) {
@@ -96,12 +131,14 @@ DevicePlanBlob lowerForDevice(const plan::Program& program, const plan::Spec& sp
         refuse(rank, "lane " + std::to_string(l) + " step " + std::to_string(i) +
                          " names a buffer past the device interpreter's " +
                          std::to_string(kMaxDeviceBuffers));
+      // The host lowering's decision for this step, not one of the encoding's own.
+      const exec::LoweredStep& low = lowered.steps[lowered.laneFirst[l] + i];
       d.srcBuffer = static_cast<uint8_t>(s.src.buffer);
       d.dstBuffer = static_cast<uint8_t>(s.dst.buffer);
       d.srcOffset = s.src.offset;
       d.dstOffset = s.dst.offset;
       d.count = s.count;
-      d.scaled = op == RedOp::kPreMulSum && s.src.buffer == plan::kInput && plan::opReadsSrc(s.op);
+      d.scaled = low.scaled ? 1 : 0;
       if (plan::opSends(s.op))
         d.sendLink = sends.indexOf(rank, s.sendPeer, plan::sendChannelOf(lane), l, "send to");
       if (plan::opRecvs(s.op))

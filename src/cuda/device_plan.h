@@ -1,10 +1,16 @@
-// The device interpreter's form of one rank's Program: a flat, pointer-free blob (header, then
+// The device interpreter's form of one rank's Work: a flat, pointer-free blob (header, then
 // arrays of lanes, steps, dependencies and links, found by byte offsets from the header) that is
-// copied to device memory as is and read there by src/cuda/device_interp.h. Lowering resolves
-// what the kernel must not look up: the operator after Avg/PreMulSum lowering, which reads are
-// scaled, and which FIFO each step sends to and receives from (an index into the rank's send and
-// receive link tables). Offsets and counts stay in elements; a step moves its range in slices of
-// `sliceElems`, one FIFO slot each, so sender and receiver cut a step the same way.
+// copied to device memory as is and read there by src/cuda/device_interp.h.
+//
+// Rule: the blob is a compact encoding of the same lowered program the host executor runs, never
+// a lowering of its own. Its operator, scalar and integer-Avg division are the Work's, as
+// exec::lowerOperator set them for the call (the communicator does it once per call for both
+// paths); each step's `scaled` is exec::lower's decision for that step. So the two paths cannot
+// disagree on what a call computes, and a rule changes in one place. What the encoding adds is
+// what the kernel must not look up: which FIFO each step sends to and receives from (an index
+// into the rank's send and receive link tables) and the slice size. Offsets and counts stay in
+// elements; a step moves its range in slices of `sliceElems`, one FIFO slot each, so sender and
+// receiver cut a step the same way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +23,11 @@ namespace weft::plan {
 struct Program;
 struct Spec;
 }  // namespace weft::plan
+
+namespace weft::exec {
+struct Work;
+struct Lowered;
+}  // namespace weft::exec
 
 namespace weft::cuda {
 
@@ -60,11 +71,11 @@ struct DevicePlan {
   uint32_t sendLinks = 0;
   uint32_t recvLinks = 0;
   int32_t type = 0;  // DataType
-  int32_t op = 0;    // RedOp after lowering: Sum, Prod, Max, Min or PreMulSum (never Avg)
+  int32_t op = 0;    // Work::op: Sum, Prod, Max, Min or PreMulSum (never Avg)
   uint32_t elemSize = 0;
-  Scalar scalar;            // PreMulSum factor (Avg on floats: 1/nranks)
+  Scalar scalar;            // Work::scalar: PreMulSum's factor (Avg on floats: 1/nranks)
   uint64_t sliceElems = 0;  // elements per FIFO message (slotBytes / elemSize)
-  uint64_t divisor = 0;     // integer Avg: Output[0, divideCount) /= divisor after all lanes
+  uint64_t divisor = 0;     // Work::divisor: Output[0, divideCount) /= divisor after all lanes
   uint64_t divideCount = 0;
   uint64_t laneFirstAt = 0;  // uint32_t[lanes + 1]: lane l's steps are [first[l], first[l+1])
   uint64_t stepsAt = 0;      // DeviceStep[steps]
@@ -91,10 +102,11 @@ WEFT_HD_INLINE const DeviceLink* recvLinksOf(const DevicePlan* p) {
   return reinterpret_cast<const DeviceLink*>(reinterpret_cast<const char*>(p) + p->recvLinksAt);
 }
 
-// What a call adds to the Program: element type, operator, scalar and the FIFO slot size.
+// A call's element type and operator as the user gave them (Avg and PreMulSum not yet lowered),
+// and the FIFO slot size: for callers that hold a Plan but no communicator (tests).
 struct DeviceCall {
   DataType type = DataType::kFloat32;
-  RedOp op = RedOp::kSum;  // Avg is lowered here: PreMulSum(1/n) on floats, Sum + divide on ints
+  RedOp op = RedOp::kSum;
   Scalar scalar;           // PreMulSum's factor (ignored for other operators)
   uint32_t slotBytes = 0;  // FIFO slot size of every link the rank uses (same on every rank)
 };
@@ -107,19 +119,26 @@ class DevicePlanBlob {
   size_t bytes() const { return plan()->bytes; }
 
  private:
-  friend DevicePlanBlob lowerForDevice(const plan::Program&, const plan::Spec&, int,
-                                       const DeviceCall&);
+  friend DevicePlanBlob encodeForDevice(const exec::Work&, const exec::Lowered&, uint32_t);
   struct alignas(16) Block {
     unsigned char b[16];
   };
   std::vector<Block> storage_;
 };
 
-// Lowers `rank`'s Program of a Plan for `spec` into a blob. Throws weft::Error(kInvalidArgument)
-// for an invalid type or operator, a slot smaller than an element, a buffer id past
-// kMaxDeviceBuffers, a dependency that is not an earlier step of the same rank, or a link
-// (peer, channel, direction) that two lanes share (one thread block owns each FIFO end, as in
-// MSCCL).
+// Encodes `w` (its operator lowered by exec::lowerOperator) with `lowered` (exec::lower of the
+// same Work) into a blob whose FIFO messages are `slotBytes`. Throws
+// weft::Error(kInvalidArgument) for an invalid type, an operator not lowered (Avg) or out of
+// range, a slot smaller than an element, a buffer id past kMaxDeviceBuffers, a dependency that
+// is not an earlier step of the same rank, a `lowered` of another program, or a link (peer,
+// channel, direction) that two lanes share (one thread block owns each FIFO end, as in MSCCL).
+DevicePlanBlob encodeForDevice(const exec::Work& w, const exec::Lowered& lowered,
+                               uint32_t slotBytes);
+// exec::lower(w), then the above.
+DevicePlanBlob encodeForDevice(const exec::Work& w, uint32_t slotBytes);
+
+// `rank`'s Program of a Plan for `spec` with the call `call`: the rank's Work (buffers not yet
+// placed) with its operator lowered by exec::lowerOperator, encoded as above.
 DevicePlanBlob lowerForDevice(const plan::Program& program, const plan::Spec& spec, int rank,
                               const DeviceCall& call);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "src/common/error.h"
 #include "src/plan/traits.h"
 
 namespace weft::exec {
@@ -172,7 +173,8 @@ void lower(const Work& w, Lowered* out) {
       ls.mayRef = sends && w.byReference && s.op != Op::kRecvReduceSend && !plainScaled;
       ls.bigRefs = bigRefs && s.op == Op::kSend && w.byReference && !plainScaled;
       ls.offers = s.op == Op::kRecv && L.landingBytes > 0;
-      if (plan::opWritesDst(s.op) && (policy.output || policy.landed)) {
+      // A buffer the caller has not placed yet (a device encoding's scratch) stays cached.
+      if (plan::opWritesDst(s.op) && (policy.output || policy.landed) && w.buffers[s.dst.buffer]) {
         const char* at = w.buffers[s.dst.buffer] + s.dst.offset * L.elemSize;
         const uint64_t bytes = s.count * L.elemSize;
         ls.store = storeOf(policy, policy.output, s.dst, at, bytes);
@@ -183,11 +185,39 @@ void lower(const Work& w, Lowered* out) {
     }
 }
 
+void lowerOperator(Work* w, RedOp op, const Scalar& scalar) {
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(RedOp::kPreMulSum))
+    throw Error(Status::kInvalidArgument,
+                "invalid reduction operator " + std::to_string(static_cast<int>(op)));
+  w->op = op;
+  w->scalar = op == RedOp::kPreMulSum ? scalar : Scalar{};
+  w->divisor = 0;
+  w->divideCount = 0;
+  if (op != RedOp::kAvg) return;
+  const plan::Spec& spec = w->plan->spec;
+  if (isFloating(w->type)) {
+    w->op = RedOp::kPreMulSum;
+    w->scalar = reciprocalScalar(w->type, spec.nranks);
+    return;
+  }
+  w->op = RedOp::kSum;
+  const bool hasResult = spec.coll != plan::Collective::kReduce || spec.root == w->rank;
+  if (spec.nranks > 1 && hasResult && spec.count > 0) {
+    w->divisor = static_cast<uint64_t>(spec.nranks);
+    w->divideCount = spec.count;
+  }
+}
+
+void finishWork(Work& w) {
+  if (w.divisor > 1) divideElements(w.type, w.buffers[plan::kOutput], w.divideCount, w.divisor);
+  if (w.finish) w.finish();
+}
+
 StraightShape lowerStraight(const Work& w) {
   StraightShape shape;
   shape.stamp = w.stamp;
   shape.sharedCores = tuningOr(w.tuning).sharedCores;
-  if (!w.program || w.op == RedOp::kPreMulSum || w.finish) return shape;
+  if (!w.program || w.op == RedOp::kPreMulSum || w.divisor > 1 || w.finish) return shape;
   const auto& lanes = w.program->lanes;
   const uint64_t es = dataTypeSize(w.type);
   auto has = [&](const plan::Ref& r) { return r.buffer < w.buffers.size() && w.buffers[r.buffer]; };

@@ -55,6 +55,19 @@ struct Lowered {
 // Lowers `w` into `out` (reusing its storage).
 void lower(const Work& w, Lowered* out);
 
+// Sets w's operator fields (op, scalar, divisor, divideCount) for a call's operator `op`, from
+// what w already holds (plan, rank, type): the one lowering of an operator, used for every call
+// whether the host executor or the device interpreter runs it. Avg becomes PreMulSum by 1/n on
+// the floating types (the factor correctly rounded to the type) and Sum then a division by n of
+// the rank's result (the plan's count of elements; none on a reduce's non-root) on the integers,
+// n being the plan's ranks; PreMulSum keeps `scalar` (its op handle's factor); the other
+// operators stay as they are. Throws weft::Error(kInvalidArgument) for an operator past
+// PreMulSum.
+void lowerOperator(Work* w, RedOp op, const Scalar& scalar);
+
+// Runs what follows a Work's last step: Avg's integer division, then `finish`.
+void finishWork(Work& w);
+
 // Whether `w` runs on the interpreter's fast path (runStraight), and with which steps and links.
 // May throw where ConnectionSource::connection() does, before anything is done.
 StraightShape lowerStraight(const Work& w);

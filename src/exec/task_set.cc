@@ -65,7 +65,7 @@ bool TaskSet::startUnit(size_t i) {
     ts.interpreter.start(t.units[ts.unit]);
     ts.running = true;
     if (!ts.interpreter.complete()) return true;
-    if (t.units[ts.unit].finish) t.units[ts.unit].finish();
+    finishWork(t.units[ts.unit]);
     ++ts.unit;
   }
   ts.running = false;
@@ -102,7 +102,7 @@ bool TaskSet::poll() {
         return false;
       }
       if (ts.interpreter.complete()) {
-        if (w.finish) w.finish();
+        finishWork(w);
         ++ts.unit;
         if (!startUnit(i)) --active_;
         progress = true;

@@ -52,15 +52,22 @@ struct Work {
   int rank = 0;
   std::vector<char*> buffers;  // indexed by plan buffer id (kInput, kOutput, kScratch, kExtra+i)
   DataType type = DataType::kFloat32;
-  RedOp op = RedOp::kSum;          // Sum, Prod, Max, Min or PreMulSum
-  Scalar scalar;                   // PreMulSum factor applied to reads of kInput
+  // The call's operator as lowerOperator (lower.h) leaves it, the one place Avg and PreMulSum
+  // handles are rewritten: Sum, Prod, Max, Min or PreMulSum (never Avg), with PreMulSum's factor
+  // applied to reads of kInput, and for Avg on integers the division after the run:
+  // Output[0, divideCount) /= divisor (divisor 0: none). The executor and the device encoding
+  // (src/cuda/device_plan.h) both run exactly this.
+  RedOp op = RedOp::kSum;
+  Scalar scalar;
+  uint64_t divisor = 0;
+  uint64_t divideCount = 0;
   std::vector<uint32_t> laneTags;  // tag each lane's messages carry (mismatch detection)
   uint32_t planTag = 0;            // the part of the tags naming a library plan
   ConnectionSource* conns = nullptr;
   const std::atomic<bool>* abort = nullptr;
   // The communicator's tuning (thresholds of lowering); null: Tuning's defaults.
   const Tuning* tuning = nullptr;
-  std::function<void()> finish;     // runs on completion (e.g. integer Avg division)
+  std::function<void()> finish;     // runs on completion, after the division
   std::shared_ptr<void> keep;       // scratch memory and other per-run state
   std::vector<char> inlineScratch;  // small scratch, kept when the Work is reused
   // Send large slices by reference. Off when a buffer this Work sends from overlaps one it

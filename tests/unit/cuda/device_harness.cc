@@ -9,9 +9,9 @@
 #include <tuple>
 
 #include "src/common/error.h"
-#include "src/common/reduce.h"
 #include "src/cuda/device_plan.h"
 #include "src/exec/executor.h"
+#include "src/exec/lower.h"
 #include "tests/support/pair_fabric.h"
 
 namespace weft::cuda::test {
@@ -85,28 +85,18 @@ struct DeviceRank {
   DeviceStatus status;
 };
 
-// The operator and scalar the communicator hands the host executor for a call's op.
-struct HostOp {
-  RedOp op = RedOp::kSum;
-  Scalar scalar;
-  uint64_t divisor = 0;
-};
-
-HostOp hostOp(const plan::Plan& p, int rank, const RunSetup& s) {
-  HostOp h;
-  h.op = s.op;
-  h.scalar = s.scalar;
-  if (s.op == RedOp::kAvg) {
-    if (isFloating(s.type)) {
-      h.op = RedOp::kPreMulSum;
-      h.scalar = reciprocalScalar(s.type, p.spec.nranks);
-    } else {
-      h.op = RedOp::kSum;
-      const bool hasResult = p.spec.coll != plan::Collective::kReduce || p.spec.root == rank;
-      if (hasResult) h.divisor = static_cast<uint64_t>(p.spec.nranks);
-    }
-  }
-  return h;
+// Rank r's Work as a communicator builds it for either path: the plan's program, the call's
+// type, and its operator lowered by exec::lowerOperator (the one lowering). Buffers and links
+// are the caller's to fill.
+exec::Work callWork(const std::shared_ptr<const plan::Plan>& p, int r, const RunSetup& s) {
+  exec::Work w;
+  w.plan = p;
+  w.program = &p->programs[r];
+  w.rank = r;
+  w.type = s.type;
+  w.buffers.assign(3, nullptr);
+  exec::lowerOperator(&w, s.op, s.scalar);
+  return w;
 }
 
 }  // namespace
@@ -127,10 +117,10 @@ std::vector<Bytes> runDeviceInterpreter(const plan::Plan& p, const std::vector<B
   const size_t es = dataTypeSize(setup.type);
   HostFifos fifos(setup.slots, setup.slotBytes);
   std::vector<DeviceRank> ranks(n);
-  const DeviceCall call{setup.type, setup.op, setup.scalar, setup.slotBytes};
+  const auto shared = std::make_shared<const plan::Plan>(p);
   for (int r = 0; r < n; ++r) {
     DeviceRank& dr = ranks[r];
-    dr.blob = lowerForDevice(p.programs[r], p.spec, r, call);
+    dr.blob = encodeForDevice(callWork(shared, r, setup), setup.slotBytes);
     const DevicePlan* dp = dr.blob.plan();
     for (uint32_t k = 0; k < dp->sendLinks; ++k)
       dr.sends.push_back(fifos.fifo(r, sendLinksOf(dp)[k].peer, sendLinksOf(dp)[k].channel));
@@ -190,15 +180,14 @@ std::vector<Bytes> runHostExecutor(const plan::Plan& p, const std::vector<Bytes>
   weft::test::PairFabric fabric(n, setup.slots, setup.slotBytes, 0xd1ce);
   std::vector<std::unique_ptr<RankMemory>> memory;
   std::vector<exec::Task> tasks(n);
-  std::vector<HostOp> ops;
   std::atomic<bool> abort{false};
   for (int r = 0; r < n; ++r) {
     memory.push_back(std::make_unique<RankMemory>(p, r, inputs[r], es, setup.inPlace));
-    ops.push_back(hostOp(p, r, setup));
-    exec::Work w = weft::test::rankWork(shared, r, fabric, &abort);
-    w.type = setup.type;
-    w.op = ops[r].op;
-    w.scalar = ops[r].scalar;
+    exec::Work w = callWork(shared, r, setup);
+    const exec::Work linked = weft::test::rankWork(shared, r, fabric, &abort);
+    w.conns = linked.conns;
+    w.abort = linked.abort;
+    w.laneTags = linked.laneTags;
     w.buffers.assign(memory[r]->buffers, memory[r]->buffers + 3);
     tasks[r].units.push_back(std::move(w));
     tasks[r].bell = fabric.bell(r);
@@ -208,11 +197,7 @@ std::vector<Bytes> runHostExecutor(const plan::Plan& p, const std::vector<Bytes>
     throw Error(res.status,
                 "host executor: task " + std::to_string(res.failedTask) + ": " + res.message);
   std::vector<Bytes> outputs;
-  for (int r = 0; r < n; ++r) {
-    if (ops[r].divisor > 1)
-      divideElements(setup.type, memory[r]->buffers[plan::kOutput], p.spec.count, ops[r].divisor);
-    outputs.push_back(memory[r]->output(p, r, es));
-  }
+  for (int r = 0; r < n; ++r) outputs.push_back(memory[r]->output(p, r, es));
   return outputs;
 }
 

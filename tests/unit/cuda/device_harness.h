@@ -1,8 +1,10 @@
 // Runs a Plan's ranks two ways over the same inputs, for the device interpreter's host tests:
 // through the device interpreter's shared source on host threads (one thread per rank x lane,
-// FIFOs in host memory), and through the host executor (in-process pair FIFOs). Buffers are raw
-// bytes of any element type; in-place calls put the input where NCCL's in-place rules put it
-// inside the output.
+// FIFOs in host memory), and through the host executor (in-process pair FIFOs). Both start from
+// the same Work per rank, its operator lowered once by exec::lowerOperator as a communicator
+// does; the device one is that Work encoded (cuda::encodeForDevice). Buffers are raw bytes of
+// any element type; in-place calls put the input where NCCL's in-place rules put it inside the
+// output.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +20,7 @@ using Bytes = std::vector<unsigned char>;
 
 struct RunSetup {
   DataType type = DataType::kFloat32;
-  RedOp op = RedOp::kSum;  // Avg lowered as the communicator does
+  RedOp op = RedOp::kSum;  // as the user gives it: lowered by exec::lowerOperator
   Scalar scalar;           // PreMulSum's factor
   bool inPlace = false;
   uint32_t slotBytes = 256;
