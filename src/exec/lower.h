@@ -5,6 +5,12 @@
 // interpreter (interpreter.cc) never asks which collective it runs. What a slice finally uses
 // is settled when it moves, because only then does the link say whether the peer can read this
 // address or has offered a landing.
+//
+// One lowering for host and device: a call's operator is lowered once, when its Work is built
+// (lowerOperator: Avg and PreMulSum handles rewritten), and the device interpreter's blob
+// (src/cuda/device_plan.h) is an encoding of that Work and of lower()'s per-step decisions that
+// apply there (which reads are scaled), so the two executors cannot disagree on what a call
+// computes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

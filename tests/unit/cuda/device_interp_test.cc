@@ -1,8 +1,9 @@
 // The device interpreter's shared source, run on host threads (one per rank x lane, FIFOs in host
 // memory) for the plans the library builds and imported MSCCL XML: results equal a reference
 // computed here from exact inputs AND the host executor's results for the same inputs, bit for
-// bit. Also: abort, timeout and mismatched calls end a run with a recorded reason, and the
-// lowering's rules (Avg, PreMulSum, links owned by one lane, a relocatable blob).
+// bit. Both run the same Work per rank, its operator lowered once (device_harness.h). Also:
+// abort, timeout and mismatched calls end a run with a recorded reason. The encoding's own
+// rules are device_plan_test.cc's.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -445,96 +446,6 @@ TEST(DeviceInterpHost, MismatchedCountsAreReported) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mismatch"), std::string::npos) << e.what();
   }
-}
-
-TEST(DeviceInterpLowering, AvgAndPreMulSum) {
-  plan::Spec spec;
-  spec.nranks = 4;
-  spec.count = 16;
-  const plan::Plan p = algo::build("ring", spec);
-  DevicePlanBlob ints =
-      lowerForDevice(p.programs[1], spec, 1, {DataType::kInt32, RedOp::kAvg, {}, 64});
-  EXPECT_EQ(ints.plan()->op, static_cast<int32_t>(RedOp::kSum));
-  EXPECT_EQ(ints.plan()->divisor, 4u);
-  EXPECT_EQ(ints.plan()->divideCount, 16u);
-  DevicePlanBlob floats =
-      lowerForDevice(p.programs[1], spec, 1, {DataType::kFloat32, RedOp::kAvg, {}, 64});
-  EXPECT_EQ(floats.plan()->op, static_cast<int32_t>(RedOp::kPreMulSum));
-  EXPECT_EQ(floats.plan()->divisor, 0u);
-  float quarter;
-  std::memcpy(&quarter, floats.plan()->scalar.bytes, sizeof quarter);
-  EXPECT_EQ(quarter, 0.25f);
-  EXPECT_EQ(floats.plan()->sliceElems, 16u);
-  // Scaled exactly where the step reads the input.
-  const DevicePlan* dp = floats.plan();
-  int scaled = 0;
-  for (uint32_t i = 0; i < dp->steps; ++i) {
-    const DeviceStep& s = stepsOf(dp)[i];
-    const bool readsInput =
-        s.srcBuffer == plan::kInput && plan::opReadsSrc(static_cast<plan::Op>(s.op));
-    EXPECT_EQ(s.scaled != 0, readsInput);
-    scaled += s.scaled;
-  }
-  EXPECT_GT(scaled, 0);
-}
-
-TEST(DeviceInterpLowering, TheBlobIsRelocatable) {
-  plan::Spec spec;
-  spec.nranks = 3;
-  spec.count = 30;
-  algo::Options opt;
-  opt.channels = 2;
-  const plan::Plan p = algo::build("ring", spec, opt);
-  DevicePlanBlob blob =
-      lowerForDevice(p.programs[2], spec, 2, {DataType::kFloat32, RedOp::kSum, {}, 64});
-  std::vector<uint64_t> copy(blob.bytes() / 8 + 1);
-  std::memcpy(copy.data(), blob.data(), blob.bytes());
-  const auto* moved = reinterpret_cast<const DevicePlan*>(copy.data());
-  ASSERT_EQ(moved->magic, kDevicePlanMagic);
-  ASSERT_EQ(moved->lanes, p.programs[2].lanes.size());
-  uint32_t step = 0;
-  for (uint32_t l = 0; l < moved->lanes; ++l) {
-    ASSERT_EQ(laneFirst(moved)[l], step);
-    for (const plan::Step& s : p.programs[2].lanes[l].steps) {
-      const DeviceStep& d = stepsOf(moved)[step++];
-      EXPECT_EQ(d.op, static_cast<uint8_t>(s.op));
-      EXPECT_EQ(d.count, s.count);
-      EXPECT_EQ(d.srcOffset, s.src.offset);
-      EXPECT_EQ(d.dstOffset, s.dst.offset);
-      EXPECT_EQ(d.depCount, s.deps.size());
-      if (d.sendLink >= 0) {
-        EXPECT_EQ(sendLinksOf(moved)[d.sendLink].peer, s.sendPeer);
-      }
-      if (d.recvLink >= 0) {
-        EXPECT_EQ(recvLinksOf(moved)[d.recvLink].peer, s.recvPeer);
-      }
-    }
-  }
-  EXPECT_EQ(laneFirst(moved)[moved->lanes], moved->steps);
-}
-
-TEST(DeviceInterpLowering, RefusesWhatOneBlockPerLaneCannotRun) {
-  plan::Spec spec;
-  spec.nranks = 2;
-  spec.count = 8;
-  plan::Program shared;
-  shared.lanes.resize(2);
-  for (auto& lane : shared.lanes) {
-    plan::Step s;
-    s.op = plan::Op::kSend;
-    s.sendPeer = 1;
-    s.count = 4;
-    lane.steps.push_back(s);
-  }
-  EXPECT_THROW(lowerForDevice(shared, spec, 0, {DataType::kFloat32, RedOp::kSum, {}, 64}), Error);
-  shared.lanes[1].channel = 1;  // a FIFO of its own: fine
-  EXPECT_NO_THROW(lowerForDevice(shared, spec, 0, {DataType::kFloat32, RedOp::kSum, {}, 64}));
-  shared.lanes[1].steps[0].deps.push_back({1, 0});  // on itself
-  EXPECT_THROW(lowerForDevice(shared, spec, 0, {DataType::kFloat32, RedOp::kSum, {}, 64}), Error);
-  shared.lanes[1].steps[0].deps = {{0, 0}};
-  EXPECT_NO_THROW(lowerForDevice(shared, spec, 0, {DataType::kFloat32, RedOp::kSum, {}, 64}));
-  EXPECT_THROW(lowerForDevice(shared, spec, 0, {DataType::kFloat32, RedOp::kSum, {}, 2}), Error)
-      << "a slot smaller than an element";
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The kernel path of calls on device memory (src/cuda/device_kernels.h) through the public API,
 // against the fake stream driver whose "kernels" run the device interpreter's host build on host
 // threads: ranks sharing a stream run in one launch, a rank's calls on two streams stay in
-// order, plans of different lane counts follow each other over the same counters, and failures
+// order, plans of different lane counts follow each other over the same counters, operators give
+// the host path's bits (one lowering), and failures
 // (mismatched calls, a peer that never calls, an abort) end the launches with the
 // communicator's asynchronous error instead of a hang.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -137,6 +139,78 @@ TEST_F(DeviceKernels, IntegerAverageOverPlansOfDifferentSizes) {
       int32_t sum = 0;
       for (int r = 0; r < n; ++r) sum += in[r]->p[i];
       for (int r = 0; r < n; ++r) ASSERT_EQ(out[r]->p[i], sum / n) << "rank " << r << " at " << i;
+    }
+  }
+}
+
+// One lowering for both paths: floating Avg (PreMulSum by a rounded 1/n), a PreMulSum handle
+// and integer Avg on a reduce (divided on the root only) give the same bits on device memory
+// (the kernel, from the Work the communicator lowered) as on host memory (the host executor).
+TEST_F(DeviceKernels, OperatorsGiveTheHostPathsBits) {
+  const int n = 3;
+  init(n);
+  const size_t count = 1000;
+  ncclRedOp_t premul;
+  float factor = 0.37f;
+  ASSERT_EQ(
+      ncclRedOpCreatePreMulSum(&premul, &factor, ncclFloat, ncclScalarHostImmediate, comms_[0]),
+      ncclSuccess);
+  for (int r = 1; r < n; ++r) {
+    ncclRedOp_t same;
+    ASSERT_EQ(
+        ncclRedOpCreatePreMulSum(&same, &factor, ncclFloat, ncclScalarHostImmediate, comms_[r]),
+        ncclSuccess);
+    ASSERT_EQ(same, premul);
+  }
+  struct Case {
+    const char* name;
+    ncclDataType_t type;
+    ncclRedOp_t op;
+    bool rooted;
+  };
+  for (const Case& c :
+       {Case{"float avg", ncclFloat, ncclAvg, false}, Case{"half avg", ncclFloat16, ncclAvg, false},
+        Case{"float premulsum", ncclFloat, premul, false},
+        Case{"int32 avg on a reduce", ncclInt32, ncclAvg, true}}) {
+    SCOPED_TRACE(c.name);
+    const size_t bytes = count * (c.type == ncclFloat16 ? 2 : 4);
+    std::vector<std::unique_ptr<FakeDeviceBuffer<char>>> in, out;
+    std::vector<std::vector<char>> hostIn(n), hostOut(n);
+    for (int r = 0; r < n; ++r) {
+      in.push_back(std::make_unique<FakeDeviceBuffer<char>>(bytes));
+      out.push_back(std::make_unique<FakeDeviceBuffer<char>>(bytes));
+      hostIn[r].resize(bytes);
+      hostOut[r].assign(bytes, 0x5a);
+      for (size_t i = 0; i < count; ++i) {
+        const float f = 0.1f * float(r + 1) + 0.013f * float(i % 97);
+        if (c.type == ncclFloat) std::memcpy(&hostIn[r][4 * i], &f, 4);
+        if (c.type == ncclInt32) {
+          const int32_t v = int32_t(7 * r) - int32_t(i % 11);
+          std::memcpy(&hostIn[r][4 * i], &v, 4);
+        }
+        if (c.type == ncclFloat16) {
+          const uint16_t h = static_cast<uint16_t>(0x3000 + 37 * r + i % 300);
+          std::memcpy(&hostIn[r][2 * i], &h, 2);
+        }
+      }
+      std::memcpy(in[r]->p, hostIn[r].data(), bytes);
+      std::memset(out[r]->p, 0x5a, bytes);
+    }
+    for (bool device : {true, false}) {
+      ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      for (int r = 0; r < n; ++r) {
+        const void* from = device ? static_cast<const void*>(in[r]->p) : hostIn[r].data();
+        void* to = device ? static_cast<void*>(out[r]->p) : hostOut[r].data();
+        ASSERT_EQ(c.rooted ? ncclReduce(from, to, count, c.type, c.op, 1, comms_[r], stream(r))
+                           : ncclAllReduce(from, to, count, c.type, c.op, comms_[r], stream(r)),
+                  ncclSuccess);
+      }
+      ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+      syncAll();
+    }
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(asyncError(r), ncclSuccess);
+      EXPECT_EQ(std::memcmp(out[r]->p, hostOut[r].data(), bytes), 0) << "rank " << r;
     }
   }
 }
