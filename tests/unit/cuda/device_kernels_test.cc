@@ -201,8 +201,10 @@ TEST_F(DeviceKernels, OperatorsGiveTheHostPathsBits) {
       for (int r = 0; r < n; ++r) {
         const void* from = device ? static_cast<const void*>(in[r]->p) : hostIn[r].data();
         void* to = device ? static_cast<void*>(out[r]->p) : hostOut[r].data();
-        ASSERT_EQ(c.rooted ? ncclReduce(from, to, count, c.type, c.op, 1, comms_[r], stream(r))
-                           : ncclAllReduce(from, to, count, c.type, c.op, comms_[r], stream(r)),
+        // Host memory goes with no stream (the call completes in ncclGroupEnd).
+        cudaStream_t s = device ? stream(r) : nullptr;
+        ASSERT_EQ(c.rooted ? ncclReduce(from, to, count, c.type, c.op, 1, comms_[r], s)
+                           : ncclAllReduce(from, to, count, c.type, c.op, comms_[r], s),
                   ncclSuccess);
       }
       ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);

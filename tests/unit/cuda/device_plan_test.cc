@@ -141,7 +141,7 @@ TEST(DevicePlan, EncodesTheHostLoweringStepByStep) {
           } catch (const Error&) {
             continue;  // the algorithm does not build this shape
           }
-          scaled += checkPlan(p, a.name + " " + plan::collectiveName(coll) +
+          scaled += checkPlan(p, std::string(a.name) + " " + plan::collectiveName(coll) +
                                      " n=" + std::to_string(n) + " count=" + std::to_string(count));
           ++plans;
         }
