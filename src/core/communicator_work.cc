@@ -82,8 +82,8 @@ std::shared_ptr<const plan::Plan> Communicator::planForCall(const Call& call, bo
   const plan::Spec spec = specOf(call, nranks_);
   const bool inPlace = inPlaceCall(call, rank_, spec.elemSize);
   *inPlaceOut = inPlace;
-  const bool scalesInput = call.op >= kNumBuiltinOps ||
-                           (call.op == static_cast<int>(RedOp::kAvg) && isFloating(call.type));
+  const bool scalesInput =
+      call.op >= kNumBuiltinOps || exec::lowersToPreMulSum(static_cast<RedOp>(call.op), call.type);
   const CallShape shape{spec.count, spec.root, spec.elemSize, spec.coll, inPlace, scalesInput};
   if (lastPlan_ && shape == lastShape_) return lastPlan_;
   {

@@ -185,6 +185,10 @@ void lower(const Work& w, Lowered* out) {
     }
 }
 
+bool lowersToPreMulSum(RedOp op, DataType type) {
+  return op == RedOp::kPreMulSum || (op == RedOp::kAvg && isFloating(type));
+}
+
 void lowerOperator(Work* w, RedOp op, const Scalar& scalar) {
   if (static_cast<int>(op) < 0 || static_cast<int>(op) > static_cast<int>(RedOp::kPreMulSum))
     throw Error(Status::kInvalidArgument,
@@ -195,7 +199,7 @@ void lowerOperator(Work* w, RedOp op, const Scalar& scalar) {
   w->divideCount = 0;
   if (op != RedOp::kAvg) return;
   const plan::Spec& spec = w->plan->spec;
-  if (isFloating(w->type)) {
+  if (lowersToPreMulSum(op, w->type)) {
     w->op = RedOp::kPreMulSum;
     w->scalar = reciprocalScalar(w->type, spec.nranks);
     return;

@@ -71,6 +71,10 @@ void lower(const Work& w, Lowered* out);
 // PreMulSum.
 void lowerOperator(Work* w, RedOp op, const Scalar& scalar);
 
+// Whether lowerOperator makes `op` on `type` a PreMulSum (reads of the input scaled): for plan
+// selection, which must know before any Work exists.
+bool lowersToPreMulSum(RedOp op, DataType type);
+
 // Runs what follows a Work's last step: Avg's integer division, then `finish`.
 void finishWork(Work& w);
 

@@ -1,9 +1,11 @@
 // Lowering: the transfer modes and store kinds each step gets from the communicator's Tuning,
-// decided once per Work, before the interpreter runs it.
+// decided once per Work, before the interpreter runs it; and the operator's lowering into the
+// Work (lowerOperator) with the division finishWork applies.
 #include "src/exec/lower.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "algorithms/registry.h"
@@ -196,6 +198,29 @@ TEST(Lower, KeptForTheSameStampLoweredAgainForAnother) {
   lower(b.work, &L);
   EXPECT_EQ(L.stamp, b.work.stamp);
   EXPECT_NE(nextWorkStamp(), b.work.stamp);
+}
+
+// Avg's integer division is part of the Work: finishWork applies it to the rank's result (the
+// one element rule, elements::divide) before the Work's own finish.
+TEST(Lower, IntegerAverageDividesTheResultWhenTheWorkFinishes) {
+  Built b = build("ring", Collective::kAllReduce, 3, 5, 0, false, nullptr);
+  b.work.type = DataType::kInt32;
+  lowerOperator(&b.work, RedOp::kAvg, Scalar{});
+  EXPECT_EQ(b.work.op, RedOp::kSum);
+  ASSERT_EQ(b.work.divisor, 3u);
+  ASSERT_EQ(b.work.divideCount, 5u);
+  const int32_t sums[5] = {9, -9, 10, -10, 2};
+  std::memcpy(b.work.buffers[plan::kOutput], sums, sizeof sums);
+  bool finished = false;
+  b.work.finish = [&] { finished = true; };
+  finishWork(b.work);
+  int32_t got[5];
+  std::memcpy(got, b.work.buffers[plan::kOutput], sizeof got);
+  EXPECT_EQ(std::vector<int32_t>(got, got + 5), (std::vector<int32_t>{3, -3, 3, -3, 0}));
+  EXPECT_TRUE(finished);
+  EXPECT_TRUE(lowersToPreMulSum(RedOp::kAvg, DataType::kBfloat16));
+  EXPECT_FALSE(lowersToPreMulSum(RedOp::kAvg, DataType::kInt32));
+  EXPECT_TRUE(lowersToPreMulSum(RedOp::kPreMulSum, DataType::kInt32));
 }
 
 }  // namespace
