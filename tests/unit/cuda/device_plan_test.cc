@@ -225,6 +225,26 @@ TEST(DevicePlan, TheOperatorIsLoweredOnceIntoTheWork) {
   EXPECT_THROW(workOf(p, 0, DataType::kFloat32, static_cast<RedOp>(9)), Error);
 }
 
+// The encoding takes each step's scaling from the lowering it is given, never deciding it anew:
+// a step the lowering marks differently comes out marked so.
+TEST(DevicePlan, TakesEachStepsScalingFromTheHostLowering) {
+  plan::Spec spec;
+  spec.nranks = 3;
+  spec.count = 30;
+  const auto p = std::make_shared<const plan::Plan>(algo::build("ring", spec));
+  const exec::Work w = workOf(p, 1, DataType::kFloat32, RedOp::kAvg);
+  exec::Lowered low;
+  exec::lower(w, &low);
+  size_t flipped = low.steps.size();
+  for (size_t i = 0; i < low.steps.size(); ++i)
+    if (low.steps[i].scaled) flipped = i;
+  ASSERT_LT(flipped, low.steps.size()) << "floating Avg scales some read of the input";
+  low.steps[flipped].scaled = false;
+  const DevicePlanBlob blob = encodeForDevice(w, low, 64);
+  for (size_t i = 0; i < low.steps.size(); ++i)
+    EXPECT_EQ(stepsOf(blob.plan())[i].scaled != 0, low.steps[i].scaled) << "step " << i;
+}
+
 TEST(DevicePlan, RefusesWhatTheHostDidNotLower) {
   plan::Spec spec;
   spec.nranks = 3;
