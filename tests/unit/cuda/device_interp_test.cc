@@ -102,25 +102,13 @@ std::string checkReference(const plan::Spec& spec, DataType t, RedOp op, const S
       S dummy{};
       std::memcpy(&dummy, scalar.bytes, sizeof dummy);
       const typename E::Calc s = E::toCalc(dummy);
-      switch (op) {
-        case RedOp::kProd:
-          return reduceAt<E, elements::OpProd>(in, i, false, s);
-        case RedOp::kMax:
-          return reduceAt<E, elements::OpMax>(in, i, false, s);
-        case RedOp::kMin:
-          return reduceAt<E, elements::OpMin>(in, i, false, s);
-        case RedOp::kPreMulSum:
-          return reduceAt<E, elements::OpSum>(in, i, true, s);
-        case RedOp::kAvg:
-          if (!floatAvg) {
-            using W = std::conditional_t<std::is_signed_v<S>, int64_t, uint64_t>;
-            const S sum = reduceAt<E, elements::OpSum>(in, i, false, s);
-            return static_cast<S>(static_cast<W>(sum) / static_cast<W>(n));
-          }
-          [[fallthrough]];
-        default:
-          return reduceAt<E, elements::OpSum>(in, i, false, s);
-      }
+      // The arithmetic is reduce_elements.h's (tested on its own in elements_test.cc); what this
+      // reference adds is which contributions each output element holds.
+      return elements::withOp(op, [&](auto o) -> S {
+        using Op = decltype(o);
+        const S r = reduceAt<E, Op>(in, i, op == RedOp::kPreMulSum, s);
+        return op == RedOp::kAvg && !floatAvg ? elements::divide<E>(r, n) : r;
+      });
     };
     for (int r = 0; r < n && bad.empty(); ++r) {
       const bool rooted = spec.coll == Collective::kReduce || spec.coll == Collective::kGather;

@@ -1,7 +1,8 @@
 // The element arithmetic shared by the host's scalar kernels and the CUDA kernels
 // (src/common/reduce_elements.h): every type and operator against an independent reference
-// (exact arithmetic in double, rounded to the format by searching all its codes), plus the
-// conversions' edge cases as literal bit patterns.
+// (exact arithmetic in double, rounded to the format by searching all its codes), Avg's integer
+// division and the map from RedOp to arithmetic, plus the conversions' edge cases as literal bit
+// patterns.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -204,6 +205,33 @@ TEST(Elements, MaxAndMinReturnTheNumberBesideANaN) {
   const uint16_t halfNan = 0x7E00, halfTwo = 0x4000;
   EXPECT_EQ((combine<HalfElem, OpMax, false, false>(halfNan, halfTwo, 0, 0)), halfTwo);
   EXPECT_EQ((combine<HalfElem, OpMin, false, false>(halfTwo, halfNan, 0, 0)), halfTwo);
+}
+
+// Avg's division on the integers: toward zero, in 64 bits of the type's signedness (a divisor
+// wider than the type stays what it is); on floats a plain division in the arithmetic type.
+TEST(Elements, DivisionRoundsTowardZero) {
+  EXPECT_EQ(divide<IntElem<int32_t>>(7, 2), 3);
+  EXPECT_EQ(divide<IntElem<int32_t>>(-7, 2), -3);
+  EXPECT_EQ(divide<IntElem<int8_t>>(-128, 3), -42);
+  EXPECT_EQ(divide<IntElem<uint8_t>>(255, 300), 0);
+  EXPECT_EQ(divide<IntElem<uint64_t>>(UINT64_MAX, 2), UINT64_MAX / 2);
+  EXPECT_EQ(divide<IntElem<int64_t>>(INT64_MIN, 4), INT64_MIN / 4);
+  EXPECT_EQ(divide<FloatElem<float>>(1.0f, 4), 0.25f);
+  EXPECT_EQ(divide<HalfElem>(HalfFormat::narrow(3.0f), 2), HalfFormat::narrow(1.5f));
+}
+
+// The one map from RedOp to arithmetic: Avg and PreMulSum reduce as sums.
+TEST(Elements, EveryOperatorReducesWithItsArithmetic) {
+  using F = FloatElem<float>;
+  auto applied = [](RedOp op) {
+    return withOp(op, [](auto o) { return decltype(o)::template apply<F>(2.0f, 3.0f); });
+  };
+  EXPECT_EQ(applied(RedOp::kSum), 5.0f);
+  EXPECT_EQ(applied(RedOp::kProd), 6.0f);
+  EXPECT_EQ(applied(RedOp::kMax), 3.0f);
+  EXPECT_EQ(applied(RedOp::kMin), 2.0f);
+  EXPECT_EQ(applied(RedOp::kAvg), 5.0f);
+  EXPECT_EQ(applied(RedOp::kPreMulSum), 5.0f);
 }
 
 TEST(Elements, ConversionEdgeCases) {
