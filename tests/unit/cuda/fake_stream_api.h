@@ -8,6 +8,7 @@ extern "C" {
 void* weftFakeDeviceAlloc(size_t bytes);
 void weftFakeDeviceFree(void* p);
 void* weftFakeStreamCreate();
+void* weftFakeStreamCreateBlocking();  // synchronises with the legacy stream
 void weftFakeStreamDestroy(void* s);
 void weftFakeStreamSynchronize(void* s);
 void weftFakeLaunch(void* stream, void (*fn)(void*), void* arg);
@@ -17,6 +18,10 @@ void weftFakeGraphLaunch(void* graph, void* stream);
 void weftFakeGraphDestroy(void* graph);
 // Launches of the device interpreter's kernel (cuLaunchKernel) so far.
 uint64_t weftFakeKernelLaunches();
+// Allocations and frees that found kernels of their GPU running (each synchronises the device),
+// and waits the fake gave up as deadlocks.
+uint64_t weftFakeSyncHazards();
+uint64_t weftFakeDeadlocks();
 }
 
 namespace weft::test {

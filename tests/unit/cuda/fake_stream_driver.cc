@@ -10,6 +10,25 @@
 // Kernels from an image: any image loads, and its one kernel is the device interpreter's
 // (weftInterpret, src/cuda/interp_launch.h), run by the interpreter's host build with one host
 // thread per block, all of a launch's blocks at once (its lanes wait for each other).
+//
+// Like a GPU, it synchronises the device where the real driver does: cuMemAlloc, cuMemFree,
+// cuMemHostAlloc, cuMemAllocHost and cuMemFreeHost wait for every running kernel of the current
+// GPU to finish (bounded by WEFT_FAKE_SYNC_LIMIT_MS, default 20000: past it the call fails and
+// counts a deadlock), and count the calls that found kernels running (weftFakeSyncHazards). Its
+// scheduler can withhold co-residency as a GPU does, each mode chosen by the environment when an
+// operation is queued:
+//   WEFT_FAKE_LEGACY_SYNC=1  the legacy NULL stream: an operation queued on it waits for all work
+//                            queued before on blocking streams (cuStreamCreate without
+//                            CU_STREAM_NON_BLOCKING), and one queued on a blocking stream waits
+//                            for the legacy stream's work queued before;
+//   WEFT_FAKE_ONE_QUEUE=1    CUDA_DEVICE_MAX_CONNECTIONS=1: every stream feeds one queue in the
+//                            order operations were queued, and none starts before every earlier
+//                            one has started (so an operation waiting behind a running kernel on
+//                            its stream holds back everything queued after it);
+//   WEFT_FAKE_NO_MPS=<file>  separate processes without MPS: kernels of different processes never
+//                            run at once (a process holds an exclusive lock on the file while
+//                            any of its kernels runs).
+// Two kernels on one stream run one after the other, as on a GPU.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,19 +42,20 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/cuda/interp_launch.h"
 #include "tests/unit/cuda/fake_device_memory.h"
+#include "tests/unit/cuda/fake_stream.h"
 
 namespace {
 
-using CuResult = int;
+using namespace weft::fake::stream;  // NOLINT: the driver's own parts
+
 using CuDevicePtr = unsigned long long;
 using HostFn = void (*)(void*);
-using Op = std::function<void()>;
 
-constexpr CuResult kSuccess = 0;
 constexpr CuResult kInvalidValue = 1;
 constexpr CuResult kNotPermitted = 800;  // CUDA_ERROR_NOT_PERMITTED
 constexpr CuResult kOutOfMemory = 2;
@@ -48,89 +68,8 @@ constexpr std::chrono::seconds kWaitLimit{300};
 constexpr int kAttrMemoryType = 2, kAttrBufferId = 7, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
 
-struct Stream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Op> ops;
-  bool busy = false;
-  bool stop = false;
-  bool capturing = false;
-  std::vector<Op> captured;
-  std::thread worker;
-
-  Stream() : worker([this] { loop(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-    }
-    cv.notify_all();
-    worker.join();
-  }
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return stop || !ops.empty(); });
-      if (ops.empty()) return;
-      Op op = std::move(ops.front());
-      ops.pop_front();
-      busy = true;
-      lock.unlock();
-      op();
-      lock.lock();
-      busy = false;
-      cv.notify_all();
-    }
-  }
-  CuResult push(Op op) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (capturing)
-      captured.push_back(std::move(op));
-    else
-      ops.push_back(std::move(op));
-    cv.notify_all();
-    return kSuccess;
-  }
-  void synchronize() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ops.empty() && !busy; });
-  }
-  bool synchronizeFor(std::chrono::seconds limit) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, limit, [&] { return ops.empty() && !busy; });
-  }
-};
-
-// An event: the time its stream reached it, once it has.
-struct Event {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool reached = true;  // an event never recorded counts as complete, as in CUDA
-  std::chrono::steady_clock::time_point at{};
-};
-
-struct Graph {
-  std::vector<Op> ops;
-};
-
-struct Driver {
-  std::mutex mu;
-  std::set<void*> modules;            // loaded, not yet unloaded
-  std::atomic<uint64_t> launches{0};  // kernels queued (captured ones included)
-  std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
-};
-
 // The one kernel every module has: its CUfunction handle.
 int interpFunction;
-
-Driver& driver() {
-  static Driver* d = new Driver;  // never destroyed: streams may run while the process exits
-  return *d;
-}
-
-Stream* streamOf(void* handle) {
-  return handle ? static_cast<Stream*>(handle) : driver().legacy.get();
-}
 
 bool isDevice(CuDevicePtr p) {
   weft::fake::Allocation a;
@@ -194,10 +133,17 @@ FAKE_EXPORT CuResult cuPointerGetAttribute(void* data, int attribute, CuDevicePt
   return kInvalidValue;
 }
 FAKE_EXPORT CuResult cuMemHostAlloc(void** p, size_t bytes, unsigned) {
+  if (!synchroniseDevice("cuMemHostAlloc")) return kUnknown;
+  *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  return *p ? kSuccess : 2;
+}
+FAKE_EXPORT CuResult cuMemAllocHost_v2(void** p, size_t bytes) {
+  if (!synchroniseDevice("cuMemAllocHost")) return kUnknown;
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   return *p ? kSuccess : 2;
 }
 FAKE_EXPORT CuResult cuMemFreeHost(void* p) {
+  if (!synchroniseDevice("cuMemFreeHost")) return kUnknown;
   std::free(p);
   return kSuccess;
 }
@@ -241,6 +187,7 @@ FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes);
 FAKE_EXPORT void weftFakeDeviceFree(void* p);
 FAKE_EXPORT CuResult cuMemAlloc_v2(CuDevicePtr* ptr, size_t bytes) {
   if (bytes == 0) return kInvalidValue;
+  if (!synchroniseDevice("cuMemAlloc")) return kUnknown;
   void* p = weftFakeDeviceAlloc(bytes);
   if (!p) return kOutOfMemory;
   *ptr = reinterpret_cast<uintptr_t>(p);
@@ -248,6 +195,7 @@ FAKE_EXPORT CuResult cuMemAlloc_v2(CuDevicePtr* ptr, size_t bytes) {
 }
 FAKE_EXPORT CuResult cuMemFree_v2(CuDevicePtr ptr) {
   if (!isDevice(ptr)) return kInvalidValue;
+  if (!synchroniseDevice("cuMemFree")) return kUnknown;
   weftFakeDeviceFree(reinterpret_cast<void*>(ptr));
   return kSuccess;
 }
@@ -266,13 +214,13 @@ FAKE_EXPORT CuResult cuMemcpyDtoH_v2(void* dst, CuDevicePtr src, size_t bytes) {
   legacy->push([=] { std::memcpy(dst, reinterpret_cast<const void*>(src), bytes); });
   return legacy->synchronizeFor(kWaitLimit) ? kSuccess : kUnknown;
 }
-FAKE_EXPORT CuResult cuStreamCreate(void** stream, unsigned) {
-  *stream = new Stream;
+FAKE_EXPORT CuResult cuStreamCreate(void** stream, unsigned flags) {
+  *stream = makeStream((flags & 1u) == 0);  // without CU_STREAM_NON_BLOCKING: blocking
   return kSuccess;
 }
 FAKE_EXPORT CuResult cuStreamDestroy_v2(void* stream) {
-  if (!stream) return kInvalidValue;
-  delete static_cast<Stream*>(stream);  // runs what is queued first, as CUDA does
+  if (!stream || isLegacy(stream)) return kInvalidValue;
+  destroyStream(static_cast<Stream*>(stream));
   return kSuccess;
 }
 FAKE_EXPORT CuResult cuStreamSynchronize(void* stream) {
@@ -380,7 +328,12 @@ FAKE_EXPORT CuResult cuLaunchKernel(void* function, unsigned gridX, unsigned gri
   if (p.ranks == 0 || p.ranks > weft::cuda::kMaxLaunchRanks || p.firstBlock[p.ranks] != gridX)
     return kInvalidValue;
   driver().launches.fetch_add(1);
-  return streamOf(stream)->push([p, gridX] { runInterpreter(p, gridX); });
+  const int device = weft::fake::currentDevice();
+  return streamOf(stream)->push([p, gridX, device] {
+    kernelBegins(device);
+    runInterpreter(p, gridX);
+    kernelEnds(device);
+  });
 }
 FAKE_EXPORT CuResult cuMemsetD8Async(CuDevicePtr dst, unsigned char value, size_t count,
                                      void* stream) {
@@ -398,8 +351,11 @@ FAKE_EXPORT CuResult cuMemsetD8_v2(CuDevicePtr dst, unsigned char value, size_t 
 // The test's side: what cudaMalloc, cudaStreamCreate, kernels and graphs are in a real program.
 FAKE_EXPORT void* weftFakeDeviceAlloc(size_t bytes) { return weft::fake::allocateDevice(bytes); }
 FAKE_EXPORT void weftFakeDeviceFree(void* p) { weft::fake::freeDevice(p); }
-FAKE_EXPORT void* weftFakeStreamCreate() { return new Stream; }
-FAKE_EXPORT void weftFakeStreamDestroy(void* s) { delete static_cast<Stream*>(s); }
+// The test's streams do not synchronise with the legacy stream (cudaStreamNonBlocking) unless
+// made by weftFakeStreamCreateBlocking (cudaStreamCreate's default).
+FAKE_EXPORT void* weftFakeStreamCreate() { return makeStream(false); }
+FAKE_EXPORT void* weftFakeStreamCreateBlocking() { return makeStream(true); }
+FAKE_EXPORT void weftFakeStreamDestroy(void* s) { destroyStream(static_cast<Stream*>(s)); }
 FAKE_EXPORT void weftFakeStreamSynchronize(void* s) { streamOf(s)->synchronize(); }
 // A "kernel": fn(arg) runs on the stream in order with its other operations.
 FAKE_EXPORT void weftFakeLaunch(void* stream, void (*fn)(void*), void* arg) {
@@ -423,6 +379,10 @@ FAKE_EXPORT void weftFakeGraphLaunch(void* graph, void* stream) {
 FAKE_EXPORT void weftFakeGraphDestroy(void* graph) { delete static_cast<Graph*>(graph); }
 // How many kernels were queued or captured (cuLaunchKernel calls that succeeded).
 FAKE_EXPORT uint64_t weftFakeKernelLaunches() { return driver().launches.load(); }
+// Calls that synchronise the device (allocations, frees) made while kernels of its GPU ran, and
+// waits the fake gave up as deadlocks.
+FAKE_EXPORT uint64_t weftFakeSyncHazards() { return driver().syncHazards.load(); }
+FAKE_EXPORT uint64_t weftFakeDeadlocks() { return driver().deadlocks.load(); }
 // How many modules are loaded.
 FAKE_EXPORT size_t weftFakeModulesLoaded() {
   Driver& d = driver();
