@@ -103,6 +103,20 @@ const std::vector<Knob>& knobs() {
        "interpreter's kernel (0: staged through host memory, as between processes)"},
       {"WEFT_DEVICE_THREADS", nullptr, "256",
        "threads per block of the device interpreter's kernel (32-512, a multiple of 32)"},
+      {"WEFT_DEVICE_ARENA_BYTES", nullptr, "268435456",
+       "device memory each GPU's ranks of a communicator reserve at their first call for the "
+       "kernels' FIFOs, plans, counters and scratch (it grows only while none of their launches "
+       "runs: allocating synchronises the GPU under kernels that wait for peers)"},
+      {"WEFT_DEVICE_STAGING_BYTES", nullptr, "1048576",
+       "pinned host memory each GPU's ranks of a communicator reserve at their first call for "
+       "copying plans into device memory (larger copies go in pieces)"},
+      {"CUDA_DEVICE_MAX_CONNECTIONS", nullptr, "8",
+       "CUDA's hardware queues per GPU (read, not set): at 1 every stream shares one queue, so the "
+       "ranks of a process on one GPU run each call as one kernel launched by the last to call"},
+      {"CUDA_MPS_PIPE_DIRECTORY", nullptr, "/tmp/nvidia-mps",
+       "where the CUDA MPS control daemon's pipe lives (read, not set): without MPS, processes "
+       "sharing a GPU stage their calls on device memory instead of running kernels that wait "
+       "for each other"},
       {"WEFT_CUDA_DRIVER", nullptr, "libcuda.so.1",
        "the CUDA driver library loaded (dlopen) to tell device memory from host memory and to "
        "run calls on device memory"},

@@ -77,6 +77,11 @@ Tuning Tuning::fromEnvironment() {
   t.deviceKernels = env::getInt("WEFT_DEVICE_KERNELS") != 0;
   t.deviceThreads = static_cast<uint32_t>(
       std::clamp<int64_t>(env::getInt("WEFT_DEVICE_THREADS"), 32, 512) / 32 * 32);
+  t.deviceArenaBytes = std::max<uint64_t>(1 << 20, bytes("WEFT_DEVICE_ARENA_BYTES"));
+  t.deviceStagingBytes = std::max<uint64_t>(64 << 10, bytes("WEFT_DEVICE_STAGING_BYTES"));
+  t.deviceMaxConnections =
+      static_cast<int>(std::clamp<int64_t>(env::getInt("CUDA_DEVICE_MAX_CONNECTIONS"), 1, 128));
+  t.mpsPipeDirectory = env::get("CUDA_MPS_PIPE_DIRECTORY");
   t.ibDisabled = env::getInt("NCCL_IB_DISABLE") != 0;
   t.ibHca = env::get("NCCL_IB_HCA");
   t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));

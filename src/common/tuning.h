@@ -65,8 +65,12 @@ struct Tuning {
   bool tcpLowat = true;         // WEFT_TCP_LOWAT
 
   // --- Calls on device memory (src/cuda/device_kernels.h).
-  bool deviceKernels = true;     // WEFT_DEVICE_KERNELS
-  uint32_t deviceThreads = 256;  // WEFT_DEVICE_THREADS
+  bool deviceKernels = true;                         // WEFT_DEVICE_KERNELS
+  uint32_t deviceThreads = 256;                      // WEFT_DEVICE_THREADS
+  uint64_t deviceArenaBytes = 268435456;             // WEFT_DEVICE_ARENA_BYTES
+  uint64_t deviceStagingBytes = 1048576;             // WEFT_DEVICE_STAGING_BYTES
+  int deviceMaxConnections = 8;                      // CUDA_DEVICE_MAX_CONNECTIONS
+  std::string mpsPipeDirectory = "/tmp/nvidia-mps";  // CUDA_MPS_PIPE_DIRECTORY
 
   // --- RDMA (transports/ib).
   bool ibDisabled = false;     // NCCL_IB_DISABLE

@@ -33,9 +33,12 @@ enum class DeviceError : uint32_t {
 // What a failed lane was waiting for.
 enum class DeviceWait : uint32_t { kNothing = 0, kDependency = 1, kSendSlot = 2, kReceive = 3 };
 
-// Why a rank's run failed: written by the first lane that failed (error is claimed from 0).
+// Why a rank's run failed: written by the first lane that failed, in pinned host memory. The lane
+// claims `lock` (from 0), writes the fields, then publishes `error` with a system-scope release;
+// the host reads `error` with acquire and only then the fields.
 struct DeviceStatus {
-  uint32_t error = 0;      // DeviceError
+  uint32_t lock = 0;       // claimed by the first failing lane
+  uint32_t error = 0;      // DeviceError, published last
   uint32_t waitingOn = 0;  // DeviceWait
   int32_t lane = -1;
   int32_t step = -1;           // index within the lane
@@ -65,6 +68,10 @@ struct DeviceRunArgs {
   uint32_t* abort = nullptr;  // nonzero: stop waiting (host or a failing lane sets it)
   DeviceStatus* status = nullptr;
   uint64_t timeoutNs = 0;  // longest a single wait may take
+  // The scope of the FIFOs' counters: kGpu where every rank of the run's plan is on this GPU,
+  // kSystem where a peer is on another GPU. A rank's own counters are always kGpu; the abort and
+  // status words always kSystem.
+  sync::Scope fifoScope = sync::Scope::kSystem;
 };
 
 // What the threads of one block share (the kernel's __shared__ copy; a local on the host). No
@@ -97,26 +104,31 @@ WEFT_HD_INLINE typename E::Calc scalarOf(const Scalar& scalar) {
 WEFT_HD_INLINE DeviceError fail(const DeviceRunArgs& a, DeviceError e, DeviceWait w, uint32_t lane,
                                 uint32_t step, int32_t peer, uint32_t expected = 0,
                                 uint32_t got = 0) {
-  if (a.status && sync::claim(&a.status->error, static_cast<uint32_t>(e))) {
+  if (a.status && sync::claim(&a.status->lock, 1)) {
     a.status->waitingOn = static_cast<uint32_t>(w);
     a.status->lane = static_cast<int32_t>(lane);
     a.status->step = static_cast<int32_t>(step);
     a.status->peer = peer;
     a.status->expectedBytes = expected;
     a.status->gotBytes = got;
+    sync::storeRelease32(&a.status->error, static_cast<uint32_t>(e));
   }
   if (a.abort) sync::raiseFlag(a.abort);
   return e;
 }
 
-// Waits until *counter >= target: kNone, kAborted or kTimeout.
+// Waits until *counter >= target (written at `scope`): kNone, kAborted or kTimeout. The abort
+// word is read every sync::kAbortPollRounds rounds.
 WEFT_HD_INLINE DeviceError waitAtLeast(const DeviceRunArgs& a, const uint64_t* counter,
-                                       uint64_t target) {
-  if (sync::loadAcquire(counter) >= target) return DeviceError::kNone;
+                                       uint64_t target, sync::Scope scope) {
+  if (sync::loadAcquire(counter, scope) >= target) return DeviceError::kNone;
   const uint64_t start = sync::nowNs();
-  for (uint32_t round = 0;;) {
-    if (sync::loadAcquire(counter) >= target) return DeviceError::kNone;
-    if (a.abort && sync::loadFlag(a.abort)) return DeviceError::kAborted;
+  for (uint32_t round = 0, polls = 0;;) {
+    if (sync::loadAcquire(counter, scope) >= target) return DeviceError::kNone;
+    if (a.abort && ++polls >= sync::kAbortPollRounds) {
+      polls = 0;
+      if (sync::loadFlag(a.abort)) return DeviceError::kAborted;
+    }
     // The clock every kSpinRounds rounds while spinning, every round once backing off.
     if ((round % sync::kSpinRounds == sync::kSpinRounds - 1 || round >= sync::kYieldRounds) &&
         sync::nowNs() - start > a.timeoutNs)
@@ -270,7 +282,7 @@ WEFT_HD DeviceError transferStep(const DeviceRunArgs& a, const DeviceStep& s, ui
     const uint32_t bytes = static_cast<uint32_t>(n * p->elemSize);
     if (tid == 0) {
       if (recv) {
-        err = waitAtLeast(a, recv->posted, taken + 1);
+        err = waitAtLeast(a, recv->posted, taken + 1, a.fifoScope);
         if (err != DeviceError::kNone) {
           fail(a, err, DeviceWait::kReceive, lane, index, recvPeer);
         } else {
@@ -284,7 +296,7 @@ WEFT_HD DeviceError transferStep(const DeviceRunArgs& a, const DeviceStep& s, ui
       if (send && err == DeviceError::kNone) {
         // A slot is free once the receiver released the message slotCount before this one.
         const uint64_t need = sent + 1 > send->slotCount ? sent + 1 - send->slotCount : 0;
-        err = waitAtLeast(a, send->consumed, need);
+        err = waitAtLeast(a, send->consumed, need, a.fifoScope);
         if (err != DeviceError::kNone) fail(a, err, DeviceWait::kSendSlot, lane, index, sendPeer);
         sh.out = fifoSlot(*send, sent);
       }
@@ -297,9 +309,9 @@ WEFT_HD DeviceError transferStep(const DeviceRunArgs& a, const DeviceStep& s, ui
     if (tid == 0) {
       if (send) {
         send->sizes[sent % send->slotCount] = bytes;
-        sync::storeRelease(send->posted, ++sent);
+        sync::storeRelease(send->posted, ++sent, a.fifoScope);
       }
-      if (recv) sync::storeRelease(recv->consumed, ++taken);
+      if (recv) sync::storeRelease(recv->consumed, ++taken, a.fifoScope);
     }
     done += n;
   } while (done < s.count);
@@ -322,7 +334,8 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
   const typename E::Calc scale = scalarOf<E>(p->scalar);
   const uint32_t first = laneFirst(p)[lane], end = laneFirst(p)[lane + 1];
   // Read before this lane finishes, so before the run's last lane counts the run.
-  const uint32_t epoch = a.runs ? static_cast<uint32_t>(sync::loadAcquire(a.runs) + 1) : a.epoch;
+  const uint32_t epoch =
+      a.runs ? static_cast<uint32_t>(sync::loadAcquire(a.runs, sync::Scope::kGpu) + 1) : a.epoch;
   const uint64_t epochBase = uint64_t{epoch} << 32;
   for (uint32_t i = first; i < end; ++i) {
     const DeviceStep& s = stepsOf(p)[i];
@@ -331,7 +344,7 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
       DeviceError err = DeviceError::kNone;
       for (uint32_t k = 0; k < s.depCount && err == DeviceError::kNone; ++k) {
         const DeviceDep d = depsOf(p)[s.depFirst + k];
-        err = waitAtLeast(a, &a.laneDone[d.lane], epochBase | (d.step + 1));
+        err = waitAtLeast(a, &a.laneDone[d.lane], epochBase | (d.step + 1), sync::Scope::kGpu);
         if (err != DeviceError::kNone)
           fail(a, err, DeviceWait::kDependency, lane, index, static_cast<int32_t>(d.lane));
       }
@@ -346,18 +359,18 @@ WEFT_HD DeviceError runLaneTyped(const DeviceRunArgs& a, uint32_t lane, uint32_t
       moveShare<E, Op>(a, s, 0, s.count, nullptr, nullptr, scale, tid, nth);
     }
     blockSync();
-    if (tid == 0) sync::storeRelease(&a.laneDone[lane], epochBase | (index + 1));
+    if (tid == 0) sync::storeRelease(&a.laneDone[lane], epochBase | (index + 1), sync::Scope::kGpu);
   }
   // The rank's last lane to finish divides an integer Avg's result.
   if (tid == 0) {
-    const uint64_t before = sync::fetchAddAcqRel(a.lanesFinished);
+    const uint64_t before = sync::fetchAddAcqRel(a.lanesFinished, sync::Scope::kGpu);
     sh.last = before + 1 == (a.runs ? 0 : a.lanesBefore) + p->lanes;
   }
   blockSync();
   if (sh.last && p->divisor > 1) divideShare<E>(a.buffers[1], p->divideCount, p->divisor, tid, nth);
   if (sh.last && a.runs && tid == 0) {
-    sync::storeRelease(a.lanesFinished, 0);
-    sync::storeRelease(a.runs, epoch);
+    sync::storeRelease(a.lanesFinished, 0, sync::Scope::kGpu);
+    sync::storeRelease(a.runs, epoch, sync::Scope::kGpu);
   }
   return DeviceError::kNone;
 }

@@ -20,17 +20,6 @@ using cuda::CuDevicePtr;
 using cuda::CuResult;
 using cuda::CuStream;
 
-// One queued launch: an event recorded after it, shared by the ranks it carries.
-struct LaunchDone {
-  const cuda::DriverApi* api = nullptr;
-  cuda::CuEvent event = nullptr;
-  CuStream stream = nullptr;
-  ~LaunchDone() {
-    if (event) api->eventDestroy(event);
-  }
-  bool finished() const { return api->eventQuery(event) == cuda::kCuSuccess; }
-};
-
 namespace {
 
 // Bootstrap tags of FIFO exports, one per channel (the pair is the bootstrap's own).
@@ -45,6 +34,19 @@ constexpr auto kAbortGrace = std::chrono::seconds(10);
 template <class T>
 T* deviceAs(CuDevicePtr p) {
   return reinterpret_cast<T*>(static_cast<uintptr_t>(p));
+}
+
+// What a communicator's world on one GPU reserves at join (src/cuda/device_world.h).
+DeviceWorld::Config worldConfig(CommView& comm) {
+  const Tuning& t = comm.tuning();
+  DeviceWorld::Config c;
+  c.slots = t.slots;
+  c.slotBytes = static_cast<uint32_t>(t.slotBytes);
+  c.arenaBytes = t.deviceArenaBytes;
+  c.stagingBytes = t.deviceStagingBytes;
+  for (int r = 0; r < comm.size(); ++r)
+    if (!comm.peerInThisProcess(r)) c.sharedWithOtherProcesses = true;
+  return c;
 }
 
 std::string describeStatus(const cuda::DeviceStatus& s) {
@@ -79,6 +81,7 @@ struct DeviceKernelRank::Impl {
   // A lowered plan in device memory: the blob, then its send and receive FIFO tables.
   struct Blob {
     std::shared_ptr<const plan::Plan> keep;
+    std::vector<int> peers;  // of its links
     CuDevicePtr mem = 0;
     uint32_t lanes = 0;
     size_t sendAt = 0, recvAt = 0;
@@ -94,6 +97,7 @@ struct DeviceKernelRank::Impl {
   DeviceWorld::HostBlock status;
 
   std::vector<std::shared_ptr<LaunchDone>> pending;
+  uint64_t collectives = 0;  // collective units committed
 
   // Encoded plans not yet in device memory (their links may still wait for an export), with
   // the plan their key names kept alive.
@@ -148,8 +152,7 @@ struct DeviceKernelRank::Impl {
            "cuDeviceGetByPCIBusId(" + bus + ") failed: " + cuda::resultText(api, rc));
     std::string why;
     std::shared_ptr<DeviceWorld> w =
-        DeviceWorld::join(*api, comm->commHash(), bus, device, comm->tuning().slots,
-                          static_cast<uint32_t>(comm->tuning().slotBytes), &why);
+        DeviceWorld::join(*api, comm->commHash(), bus, device, worldConfig(*comm), &why);
     if (!w) fail(Status::kUnhandledCudaError, "GPU " + bus + ": " + why);
     mine.reach(*w);
     return *peerWorlds.emplace(bus, std::move(w)).first->second;
@@ -189,6 +192,8 @@ struct DeviceKernelRank::Impl {
     }
     Blob b;
     b.keep = encoded.keep;
+    for (uint32_t k = 0; k < dp->sendLinks; ++k) b.peers.push_back(cuda::sendLinksOf(dp)[k].peer);
+    for (uint32_t k = 0; k < dp->recvLinks; ++k) b.peers.push_back(cuda::recvLinksOf(dp)[k].peer);
     b.lanes = dp->lanes;
     b.sendAt = (blob.bytes() + 63) / 64 * 64;
     b.recvAt = b.sendAt + sends.size() * sizeof(cuda::DeviceFifo);
@@ -274,8 +279,7 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
     return nullptr;
   }
   std::shared_ptr<DeviceWorld> world =
-      DeviceWorld::join(api, comm.commHash(), busIds[comm.rank()], device, comm.tuning().slots,
-                        static_cast<uint32_t>(comm.tuning().slotBytes), why);
+      DeviceWorld::join(api, comm.commHash(), busIds[comm.rank()], device, worldConfig(comm), why);
   if (!world) return nullptr;
   std::unique_ptr<DeviceKernelRank> k(new DeviceKernelRank);
   k->api_ = &api;
@@ -291,7 +295,7 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   m.timeout = t.timeout;
   m.timeoutNs = t.timeout.count() > 0 ? static_cast<uint64_t>(t.timeout.count()) * 1000000ull
                                       : ~uint64_t{0} / 2;
-  m.status = k->world_->hostBlock(sizeof(cuda::DeviceStatus));
+  m.status = k->world_->statusOf(comm.rank());
   return k;
 }
 
@@ -303,6 +307,41 @@ DeviceKernelRank::~DeviceKernelRank() {
   WEFT_WARN(INIT, "rank %d: launches on device memory still run at destroy: aborting them", m.rank);
   world_->raiseAbort();
   if (!m.awaitPending(kAbortGrace)) world_->keepMemory();
+}
+
+uint64_t DeviceKernelRank::callNumber() const { return impl_->collectives; }
+
+int DeviceKernelRank::rank() const { return impl_->rank; }
+
+bool DeviceKernelRank::localPeer(int r) const {
+  const Impl& m = *impl_;
+  return m.busIds[r] == m.busIds[m.rank] && m.comm->peerInThisProcess(r);
+}
+
+size_t DeviceKernelRank::ranksHere() const {
+  size_t n = 0;
+  for (int r = 0; r < impl_->comm->size(); ++r) n += localPeer(r) ? 1 : 0;
+  return n;
+}
+
+int DeviceKernelRank::maxConnections() const { return impl_->comm->tuning().deviceMaxConnections; }
+
+std::chrono::milliseconds DeviceKernelRank::timeout() const {
+  return impl_->timeout.count() > 0 ? impl_->timeout : std::chrono::milliseconds(60000);
+}
+
+std::vector<int> DeviceKernelRank::peersOf(const Unit& u) const {
+  const Impl& m = *impl_;
+  const cuda::DevicePlan* dp = nullptr;
+  if (auto it = m.lowered.find(u.key); it != m.lowered.end()) dp = it->second.blob.plan();
+  std::vector<int> peers;
+  if (!dp) {
+    if (auto it = m.blobs.find(u.key); it != m.blobs.end()) peers = it->second.peers;
+    return peers;
+  }
+  for (uint32_t k = 0; k < dp->sendLinks; ++k) peers.push_back(cuda::sendLinksOf(dp)[k].peer);
+  for (uint32_t k = 0; k < dp->recvLinks; ++k) peers.push_back(cuda::recvLinksOf(dp)[k].peer);
+  return peers;
 }
 
 std::shared_ptr<LaunchDone> DeviceKernelRank::lastLaunch() const {
@@ -345,6 +384,7 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
                " sends and receives on device memory per rank";
         return Status::kInvalidUsage;
       }
+      u.pointToPoint = true;
       u.key.type = static_cast<int>(DataType::kUint8);
       u.key.op = static_cast<int>(RedOp::kSum);
       u.key.p2p.reserve(2 * calls.size());
@@ -401,6 +441,12 @@ Status DeviceKernelRank::prepare(const Unit& u, cuda::DeviceRunArgs* args, uint3
     a.abort = world.abortDevice();
     a.status = deviceAs<cuda::DeviceStatus>(m.status.device);
     a.timeoutNs = m.timeoutNs;
+    // FIFO counters at GPU scope where every rank is on this GPU (processes included: IPC maps
+    // the same GPU memory), at system scope where a peer is on another GPU.
+    a.fifoScope = std::all_of(m.busIds.begin(), m.busIds.end(),
+                              [&](const std::string& b) { return b == m.busIds[m.rank]; })
+                      ? sync::Scope::kGpu
+                      : sync::Scope::kSystem;
     *args = a;
     *lanes = blob.lanes;
     return Status::kSuccess;
@@ -410,159 +456,12 @@ Status DeviceKernelRank::prepare(const Unit& u, cuda::DeviceRunArgs* args, uint3
   }
 }
 
-void DeviceKernelRank::committed(const std::shared_ptr<LaunchDone>& done) {
+void DeviceKernelRank::committed(const std::shared_ptr<LaunchDone>& done, bool collective) {
   Impl& m = *impl_;
+  if (collective) ++m.collectives;
   m.prune();
   if (done) m.pending.push_back(done);
-}
-
-namespace {
-
-// The calls of one stream, as rounds of launches: round j holds the j-th unit of every
-// communicator (a collective call, or the group's point-to-point calls), planned.
-struct StreamLaunches {
-  CuStream stream = nullptr;
-  std::vector<Communicator*> order;
-  std::map<Communicator*, std::vector<std::vector<Call>>> units;
-  std::map<Communicator*, DeviceKernelRank*> kernelRanks;
-  struct Round {
-    std::vector<DeviceKernelRank*> ranks;
-    std::vector<DeviceKernelRank::Unit> planned;
-  };
-  std::vector<Round> rounds;
-};
-
-Status groupByStream(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
-                     std::vector<StreamLaunches>* out, std::string* why) {
-  std::vector<StreamLaunches>& streams = *out;
-  std::map<Communicator*, size_t> p2pUnit;
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const Call& c = calls[i];
-    auto s = std::find_if(streams.begin(), streams.end(),
-                          [&](const StreamLaunches& x) { return x.stream == c.stream; });
-    if (s == streams.end()) {
-      streams.emplace_back();
-      streams.back().stream = static_cast<CuStream>(c.stream);
-      s = streams.end() - 1;
-    }
-    auto& list = s->units[c.comm];
-    if (list.empty()) s->order.push_back(c.comm);
-    s->kernelRanks[c.comm] = ranks[i];
-    if (c.coll == plan::Collective::kSendRecv) {
-      auto it = p2pUnit.find(c.comm);
-      if (it == p2pUnit.end()) {
-        p2pUnit[c.comm] = list.size();
-        list.push_back({c});
-      } else {
-        list[it->second].push_back(c);
-      }
-    } else {
-      list.push_back({c});
-    }
-  }
-  for (const StreamLaunches& s : streams)
-    if (s.order.size() > cuda::kMaxLaunchRanks) {
-      *why = "calls of " + std::to_string(s.order.size()) +
-             " ranks on one stream in one group; at most " + std::to_string(cuda::kMaxLaunchRanks) +
-             " ranks can share a stream";
-      return Status::kInvalidUsage;
-    }
-  return Status::kSuccess;
-}
-
-// Prepares and queues one round on its stream.
-Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
-                   StreamLaunches::Round& round, std::string* why) {
-  cuda::InterpLaunch p;
-  for (size_t i = 0; i < round.ranks.size(); ++i) {
-    uint32_t l = 0;
-    if (Status st = round.ranks[i]->prepare(round.planned[i], &p.args[p.ranks], &l, why);
-        st != Status::kSuccess)
-      return st;
-    p.firstBlock[p.ranks + 1] = p.firstBlock[p.ranks] + l;
-    ++p.ranks;
-  }
-  CuResult rc = cuda::kCuSuccess;
-  // A rank's launches run one after another, as NCCL orders a communicator's calls: one on
-  // another stream than the rank's last waits for that one (a graph being captured orders its
-  // own nodes).
-  if (!capturing)
-    for (DeviceKernelRank* k : round.ranks)
-      if (const std::shared_ptr<LaunchDone> last = k->lastLaunch();
-          last && last->stream != stream && !last->finished() &&
-          (rc = api.streamWaitEvent(stream, last->event, 0)) != cuda::kCuSuccess)
-        break;
-  std::shared_ptr<LaunchDone> done;
-  // The stream's GPU is its ranks' (CUDA streams belong to one device).
-  const ContextScope scope(api, round.ranks.front()->context());
-  if (rc == cuda::kCuSuccess)
-    rc = round.ranks.front()->module().launch(p, stream, round.ranks.front()->threads());
-  if (rc == cuda::kCuSuccess && !capturing) {
-    done = std::make_shared<LaunchDone>();
-    done->api = &api;
-    done->stream = stream;
-    rc = api.eventCreate(&done->event, cuda::kCuEventDisableTiming);
-    if (rc == cuda::kCuSuccess) rc = api.eventRecord(done->event, stream);
-  }
-  if (rc != cuda::kCuSuccess) {
-    *why = "launching the device interpreter failed: " + cuda::resultText(&api, rc);
-    return Status::kUnhandledCudaError;
-  }
-  for (DeviceKernelRank* k : round.ranks) k->committed(done);
-  return Status::kSuccess;
-}
-
-}  // namespace
-
-Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
-                     std::string* why) {
-  std::vector<StreamLaunches> streams;
-  if (Status st = groupByStream(calls, ranks, &streams, why); st != Status::kSuccess) return st;
-  const cuda::DriverApi& api = ranks.front()->api();
-  std::vector<bool> capturing;
-  for (const StreamLaunches& s : streams) {
-    int capture = cuda::kCuStreamCaptureStatusNone;
-    capturing.push_back(api.streamIsCapturing(s.stream, &capture) == cuda::kCuSuccess &&
-                        capture != cuda::kCuStreamCaptureStatusNone);
-  }
-  // While a stream is captured the set-up's allocations and copies must not invalidate the
-  // capture: relaxed capture mode on this thread for the duration.
-  int mode = cuda::kCuStreamCaptureModeRelaxed;
-  const bool anyCapture = std::find(capturing.begin(), capturing.end(), true) != capturing.end();
-  const bool exchanged = anyCapture && api.threadExchangeStreamCaptureMode &&
-                         api.threadExchangeStreamCaptureMode(&mode) == cuda::kCuSuccess;
-  struct RestoreMode {
-    const cuda::DriverApi& api;
-    bool exchanged;
-    int& mode;
-    ~RestoreMode() {
-      if (exchanged) api.threadExchangeStreamCaptureMode(&mode);
-    }
-  } restore{api, exchanged, mode};
-  // Every unit of every stream is planned (its FIFOs from other processes exported) before any
-  // is prepared (the FIFOs it sends on imported): a rank of this thread never waits for an
-  // export that this thread has still to make for another of its ranks.
-  for (StreamLaunches& s : streams) {
-    size_t rounds = 0;
-    for (Communicator* comm : s.order) rounds = std::max(rounds, s.units[comm].size());
-    s.rounds.resize(rounds);
-    for (size_t j = 0; j < rounds; ++j)
-      for (Communicator* comm : s.order) {
-        if (s.units[comm].size() <= j) continue;
-        StreamLaunches::Round& round = s.rounds[j];
-        round.ranks.push_back(s.kernelRanks[comm]);
-        round.planned.emplace_back();
-        if (Status st = round.ranks.back()->plan(s.units[comm][j], &round.planned.back(), why);
-            st != Status::kSuccess)
-          return st;
-      }
-  }
-  for (size_t i = 0; i < streams.size(); ++i)
-    for (StreamLaunches::Round& round : streams[i].rounds)
-      if (Status st = launchRound(api, streams[i].stream, capturing[i], round, why);
-          st != Status::kSuccess)
-        return st;
-  return Status::kSuccess;
+  world_->launched(done);
 }
 
 }  // namespace weft::cuda

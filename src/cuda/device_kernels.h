@@ -25,6 +25,7 @@
 // to finish before it frees their memory; memory a launch that never finished may still use is
 // left allocated.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -96,12 +97,26 @@ class DeviceKernelRank {
     exec::Work work;
     std::vector<char*> buffers;  // by plan buffer id (scratch filled by prepare)
     size_t scratchBytes = 0;
+    bool pointToPoint = false;  // a group's sends and receives (else one collective call)
   };
   Status plan(const std::vector<Call>& calls, Unit* unit, std::string* why);
   Status prepare(const Unit& unit, cuda::DeviceRunArgs* args, uint32_t* lanes, std::string* why);
-  // The launch holding the prepared unit was queued; `done` is recorded after it (null for a
-  // launch captured into a graph).
-  void committed(const std::shared_ptr<LaunchDone>& done);
+  // The launch holding the prepared unit (a collective one where `collective`) was queued;
+  // `done` is recorded after it (null for a launch captured into a graph).
+  void committed(const std::shared_ptr<LaunchDone>& done, bool collective);
+
+  // How many collective units this rank committed: the number of its next one, 0 first.
+  uint64_t callNumber() const;
+  int rank() const;
+  // Whether rank `r` of the communicator is in this process on this GPU (this rank included),
+  // and how many are.
+  bool localPeer(int r) const;
+  size_t ranksHere() const;
+  // The ranks a planned unit sends to or receives from.
+  std::vector<int> peersOf(const Unit& unit) const;
+  int maxConnections() const;  // CUDA_DEVICE_MAX_CONNECTIONS, as init read it
+  std::chrono::milliseconds timeout() const;
+  DeviceWorld& world() const { return *world_; }
 
   // The last launch this rank committed (null before the first): a launch on another stream
   // waits for it, as NCCL orders a communicator's calls.

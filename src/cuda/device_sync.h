@@ -1,8 +1,11 @@
 // Flags, counters and waiting for the device interpreter, written once for the GPU and the host:
-// on the GPU, PTX acquire/release at system scope (the other end may be another GPU or a CPU);
-// on the host, the GCC atomic builtins (C++17-safe: nvcc compiles the host side as C++17, where
-// std::atomic_ref does not exist). Waits back off (nanosleep on the GPU; pause, yield, then
-// sleep on the host) and measure time so that every wait can give up.
+// on the GPU, PTX acquire/release at the narrowest scope that reaches the other end (Scope::kGpu
+// where it runs on the same GPU: a rank's own lanes, or FIFOs whose every rank is on this GPU;
+// Scope::kSystem where it may be another GPU or a CPU: FIFOs between GPUs, and the abort and
+// status words in pinned host memory, which the host reads and writes); on the host, the GCC atomic
+// builtins (C++17-safe: nvcc compiles the host side as C++17, where std::atomic_ref does not
+// exist). Waits back off (nanosleep on the GPU; pause, yield, then sleep on the host) and measure
+// time so that every wait can give up.
 #pragma once
 #include <cstdint>
 
@@ -15,22 +18,46 @@
 
 namespace weft::cuda::sync {
 
-WEFT_HD_INLINE uint64_t loadAcquire(const uint64_t* p) {
+// Who may be at the other end of a flag or counter (the host build ignores it).
+enum class Scope : uint32_t { kGpu = 0, kSystem = 1 };
+
+WEFT_HD_INLINE uint64_t loadAcquire(const uint64_t* p, Scope scope = Scope::kSystem) {
 #if defined(__CUDA_ARCH__)
   uint64_t v;
-  asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  if (scope == Scope::kGpu)
+    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.acquire.sys.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 #else
+  (void)scope;
   return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #endif
 }
 
 // Publishes `v` after everything this thread (and, on the GPU, its block, once it passed a
 // barrier) wrote before.
-WEFT_HD_INLINE void storeRelease(uint64_t* p, uint64_t v) {
+WEFT_HD_INLINE void storeRelease(uint64_t* p, uint64_t v, Scope scope = Scope::kSystem) {
+#if defined(__CUDA_ARCH__)
+  if (scope == Scope::kGpu) {
+    __threadfence();
+    asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  } else {
+    __threadfence_system();
+    asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  }
+#else
+  (void)scope;
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+// Publishes a 32-bit word at system scope (the host reads it) after everything this thread
+// wrote before.
+WEFT_HD_INLINE void storeRelease32(uint32_t* p, uint32_t v) {
 #if defined(__CUDA_ARCH__)
   __threadfence_system();
-  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 #else
   __atomic_store_n(p, v, __ATOMIC_RELEASE);
 #endif
@@ -74,13 +101,20 @@ WEFT_HD_INLINE bool claim(uint32_t* p, uint32_t v) {
 
 // Adds 1 and returns the old value, ordered after this thread's earlier writes and before its
 // later reads.
-WEFT_HD_INLINE uint64_t fetchAddAcqRel(uint64_t* p) {
+WEFT_HD_INLINE uint64_t fetchAddAcqRel(uint64_t* p, Scope scope = Scope::kSystem) {
 #if defined(__CUDA_ARCH__)
+  if (scope == Scope::kGpu) {
+    __threadfence();
+    const uint64_t old = atomicAdd(reinterpret_cast<unsigned long long*>(p), 1ull);
+    __threadfence();
+    return old;
+  }
   __threadfence_system();
   const uint64_t old = atomicAdd_system(reinterpret_cast<unsigned long long*>(p), 1ull);
   __threadfence_system();
   return old;
 #else
+  (void)scope;
   return __atomic_fetch_add(p, 1, __ATOMIC_ACQ_REL);
 #endif
 }
@@ -101,6 +135,13 @@ WEFT_HD_INLINE uint64_t nowNs() {
 // Rounds of a wait spent spinning before backing off, and between clock reads.
 inline constexpr uint32_t kSpinRounds = 64;
 inline constexpr uint32_t kYieldRounds = 256;
+// Rounds of a wait between reads of the abort word: on the GPU it lives in pinned host memory,
+// and reading it crosses PCIe or NVLink-C2C; on the host it is a cache line like any other.
+#if defined(__CUDA_ARCH__)
+inline constexpr uint32_t kAbortPollRounds = 256;
+#else
+inline constexpr uint32_t kAbortPollRounds = 1;
+#endif
 
 // One round of a wait that has already taken `round` rounds.
 WEFT_HD_INLINE void backoff(uint32_t round) {

@@ -13,6 +13,9 @@ using cuda::CuResult;
 
 // FIFO memory starts on this boundary (device_fifo.h wants kFifoLine).
 constexpr size_t kAllocAlign = 256;
+// A rank's status slot: a DeviceStatus on a line of its own.
+constexpr size_t kStatusSlotBytes = 128;
+static_assert(sizeof(cuda::DeviceStatus) <= kStatusSlotBytes, "status slot");
 
 // The worlds of this process by communicator: ranks of one communicator find each other here.
 struct Registry {
@@ -37,8 +40,12 @@ ContextScope::~ContextScope() {
   if (switched_) api_.ctxSetCurrent(previous_);
 }
 
-DeviceWorld::DeviceWorld(const cuda::DriverApi& api, int device, uint32_t slots, uint32_t slotBytes)
-    : api_(&api), device_(device), slots_(slots), slotBytes_(slotBytes) {}
+DeviceWorld::DeviceWorld(const cuda::DriverApi& api, int device, const Config& config)
+    : api_(&api),
+      device_(device),
+      slots_(config.slots),
+      slotBytes_(config.slotBytes),
+      config_(config) {}
 
 void DeviceWorld::check(CuResult rc, const char* what) const {
   if (rc != cuda::kCuSuccess)
@@ -47,12 +54,12 @@ void DeviceWorld::check(CuResult rc, const char* what) const {
 }
 
 std::shared_ptr<DeviceWorld> DeviceWorld::join(const cuda::DriverApi& api, uint64_t commHash,
-                                               const std::string& busId, int device, uint32_t slots,
-                                               uint32_t slotBytes, std::string* why) {
+                                               const std::string& busId, int device,
+                                               const Config& config, std::string* why) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (auto w = r.worlds[{commHash, busId}].lock()) return w;
-  std::shared_ptr<DeviceWorld> w(new DeviceWorld(api, device, slots, slotBytes));
+  std::shared_ptr<DeviceWorld> w(new DeviceWorld(api, device, config));
   if (api.primaryCtxRetain && api.primaryCtxRetain(&w->ctx_, device) == cuda::kCuSuccess)
     w->retained_ = true;
   else if (!api.ctxGetCurrent || api.ctxGetCurrent(&w->ctx_) != cuda::kCuSuccess)
@@ -71,6 +78,15 @@ std::shared_ptr<DeviceWorld> DeviceWorld::join(const cuda::DriverApi& api, uint6
         break;
       }
   if (!w->abortOwner_) w->abort_ = w->hostBlock(sizeof(uint64_t));
+  // Everything later calls need, now, before any launch of this world can wait for a peer.
+  w->statuses_ = w->hostBlock(cuda::kMaxLaunchRanks * kStatusSlotBytes);
+  w->check(api.memHostAlloc(&w->staging_, config.stagingBytes, cuda::kCuMemHostAllocPortable),
+           "cuMemHostAlloc");
+  w->stagingBytes_ = config.stagingBytes;
+  {
+    std::lock_guard<std::mutex> own(w->mu_);
+    w->grow(config.arenaBytes);
+  }
   r.worlds[{commHash, busId}] = w;
   return w;
 }
@@ -106,30 +122,70 @@ void DeviceWorld::reach(const DeviceWorld& peer) {
 }
 
 void DeviceWorld::copyIn(CuDevicePtr dst, const void* host, size_t bytes) {
-  if (bytes == 0) return;
-  if (stagingBytes_ < bytes) {
-    if (staging_) api_->memFreeHost(staging_);
-    staging_ = nullptr;
-    stagingBytes_ = 0;
-    const size_t want = std::max<size_t>(bytes, 64 << 10);
-    check(api_->memHostAlloc(&staging_, want, cuda::kCuMemHostAllocPortable), "cuMemHostAlloc");
-    stagingBytes_ = want;
+  for (size_t done = 0; done < bytes;) {
+    const size_t piece = std::min(stagingBytes_, bytes - done);
+    if (host)
+      std::memcpy(staging_, static_cast<const char*>(host) + done, piece);
+    else
+      std::memset(staging_, 0, piece);
+    check(api_->memcpyHtoDAsync(dst + done, staging_, piece, setup_), "cuMemcpyHtoDAsync");
+    check(api_->streamSynchronize(setup_), "cuStreamSynchronize");
+    done += piece;
   }
-  if (host)
-    std::memcpy(staging_, host, bytes);
-  else
-    std::memset(staging_, 0, bytes);
-  check(api_->memcpyHtoDAsync(dst, staging_, bytes, setup_), "cuMemcpyHtoDAsync");
-  check(api_->streamSynchronize(setup_), "cuStreamSynchronize");
+}
+
+void DeviceWorld::grow(size_t bytes) {
+  const ContextScope scope(*api_, ctx_);
+  CuDevicePtr p = 0;
+  bytes = std::max<size_t>(bytes, config_.arenaBytes);
+  check(api_->memAlloc(&p, bytes), "cuMemAlloc");
+  allocations_.push_back(p);
+  arenaNext_ = p;
+  arenaLeft_ = bytes;
+}
+
+bool DeviceWorld::quiescentLocked() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::shared_ptr<LaunchDone>& d) { return d->finished(); }),
+                 running_.end());
+  return running_.empty() && !config_.sharedWithOtherProcesses;
+}
+
+void DeviceWorld::launched(const std::shared_ptr<LaunchDone>& done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  quiescentLocked();
+  if (done) running_.push_back(done);
+}
+
+std::vector<std::shared_ptr<LaunchDone>> DeviceWorld::running() {
+  std::lock_guard<std::mutex> lock(mu_);
+  quiescentLocked();
+  return running_;
+}
+
+size_t DeviceWorld::allocations() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_.size();
 }
 
 CuDevicePtr DeviceWorld::allocate(size_t bytes, bool zero) {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextScope scope(*api_, ctx_);
-  CuDevicePtr p = 0;
   bytes = std::max<size_t>(kAllocAlign, (bytes + kAllocAlign - 1) / kAllocAlign * kAllocAlign);
-  check(api_->memAlloc(&p, bytes), "cuMemAlloc");
-  allocations_.push_back(p);
+  if (bytes > arenaLeft_) {
+    if (!quiescentLocked())
+      fail(Status::kInvalidUsage,
+           "calls on device memory need " + std::to_string(bytes) +
+               " more bytes of device memory than WEFT_DEVICE_ARENA_BYTES (" +
+               std::to_string(config_.arenaBytes) +
+               ") reserved, while kernels of this communicator may be waiting for peers (or ranks "
+               "in other processes share the GPU): allocating now would synchronise the GPU under "
+               "them; raise WEFT_DEVICE_ARENA_BYTES");
+    grow(bytes);
+  }
+  const CuDevicePtr p = arenaNext_;
+  arenaNext_ += bytes;
+  arenaLeft_ -= bytes;
   if (zero) copyIn(p, nullptr, bytes);
   return p;
 }
@@ -142,9 +198,17 @@ CuDevicePtr DeviceWorld::upload(const void* host, size_t bytes) {
   return p;
 }
 
+DeviceWorld::HostBlock DeviceWorld::statusOf(int rank) const {
+  HostBlock b;
+  b.host = static_cast<char*>(statuses_.host) + static_cast<size_t>(rank) * kStatusSlotBytes;
+  b.device = statuses_.device + static_cast<size_t>(rank) * kStatusSlotBytes;
+  return b;
+}
+
 DeviceWorld::HostBlock DeviceWorld::hostBlock(size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const ContextScope scope(*api_, ctx_);
+  bytes = (bytes + 63) / 64 * 64;
   HostBlock b;
   check(api_->memHostAlloc(&b.host, bytes,
                            cuda::kCuMemHostAllocPortable | cuda::kCuMemHostAllocDeviceMap),

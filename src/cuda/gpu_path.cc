@@ -1,5 +1,7 @@
 #include "src/cuda/gpu_path.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <map>
 
@@ -30,6 +32,13 @@ bool gpuReaches(int ordinal, const std::string& mine, const std::string& theirs)
          api->deviceCanAccessPeer(&can, self, peer) == cuda::kCuSuccess && can != 0;
 }
 
+// Whether the CUDA MPS control daemon serves this process: its pipe directory (the knob
+// CUDA_MPS_PIPE_DIRECTORY, as the CUDA runtime reads it) holds its control pipe.
+bool mpsRunning(const std::string& pipeDirectory) {
+  struct stat st {};
+  return !pipeDirectory.empty() && ::stat((pipeDirectory + "/control").c_str(), &st) == 0;
+}
+
 }  // namespace
 
 GpuPath::GpuPath(CommView& comm, const void* owner, int cudaDevice, std::string cudaBusId)
@@ -40,16 +49,30 @@ GpuPath::~GpuPath() { end(); }
 void GpuPath::agreeOnGpus(std::vector<std::string> busIds, bootstrap::Bootstrap& boot) {
   busIds_ = std::move(busIds);
   // Each rank asks for its own GPU, and all agree on the table (asked only where every rank has
-  // a GPU, so every rank takes part).
+  // a GPU, so every rank takes part). A rank's row: whether its GPU reaches each rank's, then
+  // whether its process runs under MPS, then whether it shares its GPU with a rank of another
+  // process.
   if (std::any_of(busIds_.begin(), busIds_.end(), [](const std::string& b) { return b.empty(); }))
     return;
   const int nranks = static_cast<int>(busIds_.size());
-  std::vector<uint8_t> reach(static_cast<size_t>(nranks) * nranks, 0);
-  for (int r = 0; r < nranks; ++r)
-    reach[static_cast<size_t>(comm_.rank()) * nranks + r] =
-        gpuReaches(cudaDevice_, cudaBusId_, busIds_[r]) ? 1 : 0;
-  boot.allgather(reach.data(), static_cast<size_t>(nranks));
-  reachEachOther_ = std::all_of(reach.begin(), reach.end(), [](uint8_t v) { return v; });
+  const size_t row = static_cast<size_t>(nranks) + 2;
+  std::vector<uint8_t> table(row * nranks, 0);
+  uint8_t* mine = table.data() + row * comm_.rank();
+  for (int r = 0; r < nranks; ++r) {
+    mine[r] = gpuReaches(cudaDevice_, cudaBusId_, busIds_[r]) ? 1 : 0;
+    if (busIds_[r] == busIds_[comm_.rank()] && !comm_.peerInThisProcess(r)) mine[nranks + 1] = 1;
+  }
+  mine[nranks] = mpsRunning(comm_.tuning().mpsPipeDirectory) ? 1 : 0;
+  boot.allgather(table.data(), row);
+  reachEachOther_ = true;
+  bool allMps = true, shared = false;
+  for (int r = 0; r < nranks; ++r) {
+    const uint8_t* x = table.data() + row * r;
+    reachEachOther_ = reachEachOther_ && std::all_of(x, x + nranks, [](uint8_t v) { return v; });
+    allMps = allMps && x[nranks];
+    shared = shared || x[nranks + 1];
+  }
+  timeSliced_ = shared && !allMps;
 }
 
 DeviceCallState& GpuPath::stagedCalls(const cuda::DriverApi& api) {
@@ -62,7 +85,14 @@ DeviceKernelRank* GpuPath::kernels(const cuda::DriverApi& api) {
   std::lock_guard<std::mutex> lock(mu_);
   if (kernelsDecided_) return kernels_.get();
   std::string why;
-  kernels_ = DeviceKernelRank::make(api, comm_, cudaDevice_, busIds_, reachEachOther_, &why);
+  if (timeSliced_) {
+    why = "ranks in separate processes share a GPU without MPS (CUDA_MPS_PIPE_DIRECTORY=" +
+          comm_.tuning().mpsPipeDirectory +
+          " has no control pipe): their kernels would be time-sliced, and one spinning for "
+          "another process's kernel could take forever";
+  } else {
+    kernels_ = DeviceKernelRank::make(api, comm_, cudaDevice_, busIds_, reachEachOther_, &why);
+  }
   kernelsDecided_ = true;
   if (kernels_)
     WEFT_INFO(INIT, "rank %d: calls on device memory run in the device interpreter's kernel",

@@ -60,6 +60,9 @@ class GpuPath final : public core::DevicePath {
   const std::string cudaBusId_;
   std::vector<std::string> busIds_;
   bool reachEachOther_ = false;
+  // Ranks of separate processes share a GPU and not every process runs under MPS: the kernel
+  // path, whose kernels wait for each other, would need them co-resident, so calls are staged.
+  bool timeSliced_ = false;
 
   std::mutex mu_;
   std::unique_ptr<DeviceCallState> staged_;

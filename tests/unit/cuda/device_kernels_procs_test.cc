@@ -22,6 +22,22 @@ using Buffer = FakeDeviceBuffer<float>;
 
 float valueOf(int rank, size_t i) { return float(rank + 1) + float(i % 5); }
 
+// Whether the rank processes' calls must run in the interpreter's kernel (MPS runs), or must be
+// staged (no MPS: kernels of separate processes on one GPU would be time-sliced). Set in each
+// rank process before it starts.
+bool expectKernels = true;
+
+// A directory that looks like a running MPS daemon's pipe directory (it holds "control"), and
+// one that does not.
+std::string mpsDirectory(bool running) {
+  char dir[] = "/tmp/weft-mps-XXXXXX";
+  if (!mkdtemp(dir)) return "/nonexistent";
+  if (running) std::fclose(std::fopen((std::string(dir) + "/control").c_str(), "w"));
+  return dir;
+}
+const std::string kMpsRunning = mpsDirectory(true);
+const std::string kNoMps = mpsDirectory(false);
+
 // Runs each collective over this process's ranks (a group, each rank on its own stream) and
 // checks every output; 0 when all is right.
 int runCollectives(const std::vector<ncclComm_t>& comms, const std::vector<int>& ranks, int n) {
@@ -132,8 +148,12 @@ int runCollectives(const std::vector<ncclComm_t>& comms, const std::vector<int>&
         if (!expect("alltoall", j, i, recv[j]->p[q * count + i], valueOf(q, ranks[j] * count + i)))
           return 1;
 
-  if (weftFakeKernelLaunches() == launches) {
+  if (expectKernels && weftFakeKernelLaunches() == launches) {
     std::fprintf(stderr, "process of rank %d: no call ran in the interpreter's kernel\n", ranks[0]);
+    return 1;
+  }
+  if (!expectKernels && weftFakeKernelLaunches() != launches) {
+    std::fprintf(stderr, "process of rank %d: calls ran in kernels without MPS\n", ranks[0]);
     return 1;
   }
   for (void* s : streams) weftFakeStreamDestroy(s);
@@ -148,7 +168,31 @@ TEST_P(DeviceKernelProcesses, EveryCollectiveOnOneGpu) {
   const auto [procs, perProc] = GetParam();
   const std::vector<int> codes = weft::test::forkRanks(
       procs, perProc, runCollectives,
-      [](int) { setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1); }, 240);
+      [](int) {
+        setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1);
+        setenv("CUDA_MPS_PIPE_DIRECTORY", kMpsRunning.c_str(), 1);
+      },
+      240);
+  for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
+}
+
+// Without MPS the fake runs kernels of separate processes one at a time, as time-sliced contexts
+// do: kernels waiting for each other across processes would never end, so the communicator
+// stages its calls (copy engines and host), with the same results.
+TEST_P(DeviceKernelProcesses, WithoutMpsProcessesSharingAGpuAreStaged) {
+  if (!weft::test::kKernelImage)
+    GTEST_SKIP() << "built without nvcc: no kernel image, calls on device memory are staged";
+  const auto [procs, perProc] = GetParam();
+  const std::vector<int> codes = weft::test::forkRanks(
+      procs, perProc, runCollectives,
+      [](int) {
+        setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1);
+        setenv("CUDA_MPS_PIPE_DIRECTORY", kNoMps.c_str(), 1);
+        setenv("WEFT_FAKE_NO_MPS", (kNoMps + "/gpu0.lock").c_str(), 1);
+        setenv("WEFT_TIMEOUT_MS", "20000", 1);
+        expectKernels = false;
+      },
+      240);
   for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 

@@ -36,7 +36,7 @@ bool mode(const char* name);
 
 struct Stream;
 // Wraps `op` of stream `s` in the waits the scheduling modes add (see the top of the file).
-Op gate(Stream* s, Op op);
+Op gate(Stream* s, Op op, bool waits);
 
 struct Stream {
   std::mutex mu;
@@ -79,7 +79,9 @@ struct Stream {
       cv.notify_all();
     }
   }
-  CuResult push(Op op) {
+  // `waits`: the operation waits for something outside its stream (an event, a value): in the
+  // one-queue mode it holds back what follows until that is met.
+  CuResult push(Op op, bool waits = false) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (capturing) {
@@ -87,7 +89,7 @@ struct Stream {
         return kSuccess;
       }
     }
-    Op gated = gate(this, std::move(op));
+    Op gated = gate(this, std::move(op), waits);
     std::lock_guard<std::mutex> lock(mu);
     {
       std::lock_guard<std::mutex> p(progress->mu);

@@ -168,7 +168,7 @@ FAKE_EXPORT CuResult cuStreamWaitValue32_v2(void* stream, CuDevicePtr addr, uint
                                             unsigned flags) {
   if (flags != 1) return kNotPermitted;  // only CU_STREAM_WAIT_VALUE_EQ is modelled
   auto* word = reinterpret_cast<volatile uint32_t*>(addr);
-  return streamOf(stream)->push([=] { waitEq(word, value); });
+  return streamOf(stream)->push([=] { waitEq(word, value); }, true);
 }
 FAKE_EXPORT CuResult cuStreamWriteValue32_v2(void* stream, CuDevicePtr addr, uint32_t value,
                                              unsigned) {
@@ -260,10 +260,11 @@ FAKE_EXPORT CuResult cuStreamQuery(void* stream) {
 // The stream waits until the event's last record was reached (as recorded when this is called).
 FAKE_EXPORT CuResult cuStreamWaitEvent(void* stream, void* event, unsigned) {
   auto* e = static_cast<Event*>(event);
-  return streamOf(stream)->push([e] {
+  const auto wait = [e] {
     std::unique_lock<std::mutex> lock(e->mu);
     e->cv.wait_for(lock, kWaitLimit, [&] { return e->reached; });
-  });
+  };
+  return streamOf(stream)->push(wait, true);
 }
 FAKE_EXPORT CuResult cuEventSynchronize(void* event) {
   auto* e = static_cast<Event*>(event);

@@ -58,7 +58,7 @@ void reportDeadlock(const char* what) {
                what);
 }
 
-Op gate(Stream* s, Op op) {
+Op gate(Stream* s, Op op, bool waits) {
   Driver& d = driver();
   std::vector<std::pair<std::shared_ptr<Progress>, uint64_t>> after;
   if (mode("WEFT_FAKE_LEGACY_SYNC")) {
@@ -76,22 +76,29 @@ Op gate(Stream* s, Op op) {
     ticket = d.nextTicket++;
   }
   if (after.empty() && ticket == 0) return op;
-  return [after = std::move(after), ticket, op = std::move(op)] {
+  return [after = std::move(after), ticket, waits, op = std::move(op)] {
     const auto limit = syncLimit();
     for (const auto& [progress, count] : after) {
       std::unique_lock<std::mutex> lock(progress->mu);
       if (!progress->cv.wait_for(lock, limit, [&] { return progress->done >= count; }))
         reportDeadlock("an operation waiting for the legacy stream's order");
     }
-    if (ticket != 0) {
-      Driver& dr = driver();
+    if (ticket == 0) return op();
+    // Its turn in the one queue: every operation queued before it has started. One that waits
+    // for an event or a value counts as started once that wait is over.
+    Driver& dr = driver();
+    {
       std::unique_lock<std::mutex> lock(dr.queueMu);
       if (!dr.queueCv.wait_for(lock, limit, [&] { return dr.nextStart >= ticket; }))
         reportDeadlock("an operation waiting for its turn in the one hardware queue");
-      dr.nextStart = std::max(dr.nextStart, ticket + 1);
-      dr.queueCv.notify_all();
     }
-    op();
+    if (waits) op();
+    {
+      std::lock_guard<std::mutex> lock(dr.queueMu);
+      dr.nextStart = std::max(dr.nextStart, ticket + 1);
+    }
+    dr.queueCv.notify_all();
+    if (!waits) op();
   };
 }
 
