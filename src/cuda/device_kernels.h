@@ -17,6 +17,12 @@
 // A launch carries the calls of up to cuda::kMaxLaunchRanks ranks that share a stream (a group
 // driving several ranks from one thread): their lanes run side by side in one grid, since a
 // kernel of one rank waiting for a later kernel of its peer on the same stream would never end.
+// Where CUDA does not promise that the kernels of a process's ranks on one GPU run side by side
+// (CUDA_DEVICE_MAX_CONNECTIONS=1, the legacy NULL stream), those ranks meet on the host and one
+// kernel carries them all; ranks sharing a stream across threads get a clear error
+// (src/cuda/launch_meeting.h has the rule). Processes sharing a GPU take this path only under
+// MPS (src/cuda/gpu_path.h). Memory is reserved when the ranks join, never allocated or freed
+// under running kernels (src/cuda/device_world.h).
 //
 // Failures: a lane that times out (the communicator's timeout), finds a mismatched call or sees
 // the abort raises the abort word of every rank of the communicator in its process and records why

@@ -38,7 +38,9 @@ class GpuPath final : public core::DevicePath {
   // The staged path's workers and staging, made at the first call with the CUDA driver `api`.
   DeviceCallState& stagedCalls(const cuda::DriverApi& api);
   // The kernel path, decided at the first call on device memory: null where this communicator
-  // stages its calls instead.
+  // stages its calls instead (also where ranks of separate processes share a GPU and not every
+  // process runs under MPS, as agreed at init: time-sliced kernels that wait for each other
+  // crawl or never finish, and the staged path needs no co-resident kernels).
   DeviceKernelRank* kernels(const cuda::DriverApi& api);
   // The decision's result once made (null before, or where staged).
   DeviceKernelRank* kernelRank();

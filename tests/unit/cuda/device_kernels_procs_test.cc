@@ -196,6 +196,25 @@ TEST_P(DeviceKernelProcesses, WithoutMpsProcessesSharingAGpuAreStaged) {
   for (size_t p = 0; p < codes.size(); ++p) EXPECT_EQ(codes[p], 0) << "process " << p;
 }
 
+// The fake's no-MPS mode withholds what the kernel path needs: were it taken anyway (an MPS pipe
+// that no daemon serves), the kernels of the two processes, which wait for each other, would run
+// one at a time, and the calls end with the timeout's error instead of results.
+TEST(DeviceKernelProcessesNoMps, TimeSlicedKernelsWaitingForEachOtherFail) {
+  if (!weft::test::kKernelImage)
+    GTEST_SKIP() << "built without nvcc: no kernel image, calls on device memory are staged";
+  const std::vector<int> codes = weft::test::forkRanks(
+      2, 1, runCollectives,
+      [](int) {
+        setenv("WEFT_CUDA_DRIVER", WEFT_FAKE_STREAM_DRIVER, 1);
+        setenv("CUDA_MPS_PIPE_DIRECTORY", kMpsRunning.c_str(), 1);
+        setenv("WEFT_FAKE_NO_MPS", (kNoMps + "/sliced.lock").c_str(), 1);
+        setenv("WEFT_FAKE_SYNC_LIMIT_MS", "3000", 1);
+        setenv("WEFT_TIMEOUT_MS", "500", 1);
+      },
+      120);
+  for (size_t p = 0; p < codes.size(); ++p) EXPECT_NE(codes[p], 0) << "process " << p;
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, DeviceKernelProcesses,
                          ::testing::Values(std::pair{2, 1}, std::pair{3, 1}, std::pair{2, 2}),
                          [](const auto& info) {
