@@ -24,9 +24,10 @@ TEST(EnvTest, EveryKnobIsWellFormed) {
     ASSERT_NE(k.help, nullptr) << k.name;
     EXPECT_GT(std::strlen(k.help), 0u) << k.name;
     std::string name = k.name;
-    // NCCL_ / WEFT_ knobs, and MSCCL_ for the plan directory MSCCL users already set.
+    // NCCL_ / WEFT_ knobs, MSCCL_ for the plan directory MSCCL users already set, and CUDA_
+    // for what CUDA itself reads and the library must know (hardware queues, MPS).
     EXPECT_TRUE(name.rfind("NCCL_", 0) == 0 || name.rfind("WEFT_", 0) == 0 ||
-                name.rfind("MSCCL_", 0) == 0)
+                name.rfind("MSCCL_", 0) == 0 || name.rfind("CUDA_", 0) == 0)
         << name;
     EXPECT_TRUE(names.insert(name).second) << "duplicate " << name;
     if (k.alias) {
