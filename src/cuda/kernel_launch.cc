@@ -196,6 +196,55 @@ Status meetingPart(const cuda::DriverApi& api, DeviceKernelRank* k, const Device
   return Status::kSuccess;
 }
 
+// Queues the kernel carrying every part of a complete meeting (src/cuda/launch_meeting.h).
+Status launchMeeting(const cuda::DriverApi& api, std::vector<MeetingPart>& parts,
+                     std::string* why) {
+  std::sort(parts.begin(), parts.end(),
+            [](const MeetingPart& a, const MeetingPart& b) { return a.commRank < b.commRank; });
+  InterpLaunch p;
+  for (const MeetingPart& part : parts) {
+    p.args[p.ranks] = part.args;
+    p.firstBlock[p.ranks + 1] = p.firstBlock[p.ranks] + part.lanes;
+    ++p.ranks;
+  }
+  // The kernel goes on the last arriver's stream, after every part's work queued before the call
+  // (its ready event) and every rank's last launch on any other stream.
+  const CuStream stream = parts.back().stream;
+  CuResult rc = kCuSuccess;
+  for (const MeetingPart& part : parts) {
+    if (rc == kCuSuccess && part.stream != stream) rc = api.streamWaitEvent(stream, part.ready, 0);
+    if (const std::shared_ptr<LaunchDone> last = part.rank->lastLaunch();
+        rc == kCuSuccess && last && last->stream != stream && !last->finished())
+      rc = api.streamWaitEvent(stream, last->event, 0);
+  }
+  DeviceKernelRank& front = *parts.front().rank;
+  const ContextScope scope(api, front.context());
+  if (rc == kCuSuccess) rc = front.module().launch(p, stream, front.threads());
+  auto done = std::make_shared<LaunchDone>();
+  done->api = &api;
+  done->stream = stream;
+  for (const MeetingPart& part : parts) {
+    done->units.emplace_back(part.commRank, part.seq);
+    done->keep.push_back(part.ready);
+  }
+  if (rc == kCuSuccess) rc = api.eventCreate(&done->event, kCuEventDisableTiming);
+  if (rc == kCuSuccess) rc = api.eventRecord(done->event, stream);
+  // Later work on every other part's stream comes after the kernel.
+  std::vector<CuStream> waited{stream};
+  for (const MeetingPart& part : parts)
+    if (rc == kCuSuccess && std::find(waited.begin(), waited.end(), part.stream) == waited.end()) {
+      rc = api.streamWaitEvent(part.stream, done->event, 0);
+      waited.push_back(part.stream);
+    }
+  if (rc != kCuSuccess) {
+    *why = "launching the device interpreter for the ranks of this process on this GPU failed: " +
+           cuda::resultText(&api, rc);
+    return Status::kUnhandledCudaError;
+  }
+  for (const MeetingPart& part : parts) part.rank->committed(done, true);
+  return Status::kSuccess;
+}
+
 }  // namespace
 
 Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKernelRank*>& ranks,
@@ -287,9 +336,12 @@ Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKer
     for (auto& [world, meeting] : meetings) {
       DeviceKernelRank& first = *meeting.second.front().rank;
       const uint64_t seq = meeting.second.front().seq;
+      const auto launch = [&api](std::vector<MeetingPart>& parts, std::string* w) {
+        return launchMeeting(api, parts, w);
+      };
       if (Status st =
               world->meeting().arrive(api, seq, std::move(meeting.second), first.ranksHere(),
-                                      first.timeout(), meeting.first, why);
+                                      first.timeout(), meeting.first, launch, why);
           st != Status::kSuccess)
         return st;
     }

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,8 +62,11 @@ class LaunchMeeting {
   // Brings `parts` (ranks of one world at call `seq`) to that call's meeting, `expected` ranks
   // in all. Returns once the call's kernel is queued (by this thread or another's) or failed:
   // not complete within `timeout`, or a launch failed. `cause` names why the ranks meet.
+  // `launch` queues the kernel of the complete meeting's parts (called with the meeting held).
+  using Launcher = std::function<Status(std::vector<MeetingPart>& parts, std::string* why)>;
   Status arrive(const DriverApi& api, uint64_t seq, std::vector<MeetingPart> parts, size_t expected,
-                std::chrono::milliseconds timeout, const std::string& cause, std::string* why);
+                std::chrono::milliseconds timeout, const std::string& cause, const Launcher& launch,
+                std::string* why);
   // Whether a rank waits at the meeting of call `seq`.
   bool open(uint64_t seq);
 
@@ -73,9 +77,6 @@ class LaunchMeeting {
     bool launched = false, failed = false;
     std::string why;
   };
-  // Queues the kernel carrying every part of `t` (the caller holds mu_).
-  Status launch(const DriverApi& api, Table& t, std::string* why);
-
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Table> tables_;
