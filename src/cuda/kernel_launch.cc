@@ -134,10 +134,10 @@ std::string meetCause(DeviceKernelRank& k, CuStream stream) {
 // Refuses a launch whose kernels would need co-residency CUDA does not give (see
 // src/cuda/launch_meeting.h): one queued on a stream behind an unfinished launch of another rank
 // of its world at the same or a later call (that launch waits for this one), or a group of
-// sends and receives with a rank of this process on this GPU outside this call's launches, on
-// the legacy stream or under CUDA_DEVICE_MAX_CONNECTIONS=1.
-Status checkCoResidency(CuStream stream, const StreamLaunches::Round& round,
-                        const std::vector<int>& ranksInCall, std::string* why) {
+// sends and receives with a rank of this process on this GPU outside this very launch, on the
+// legacy stream or under CUDA_DEVICE_MAX_CONNECTIONS=1 (with one hardware queue even a launch on
+// another stream from the same thread may wait behind work queued after this one).
+Status checkCoResidency(CuStream stream, const StreamLaunches::Round& round, std::string* why) {
   for (size_t i = 0; i < round.ranks.size(); ++i) {
     DeviceKernelRank& k = *round.ranks[i];
     for (const std::shared_ptr<LaunchDone>& done : k.world().running()) {
@@ -163,14 +163,16 @@ Status checkCoResidency(CuStream stream, const StreamLaunches::Round& round,
       continue;
     for (int peer : k.peersOf(round.planned[i]))
       if (k.localPeer(peer) &&
-          std::find(ranksInCall.begin(), ranksInCall.end(), peer) == ranksInCall.end()) {
+          std::none_of(round.ranks.begin(), round.ranks.end(),
+                       [&](DeviceKernelRank* x) { return x->rank() == peer; })) {
         *why = "rank " + std::to_string(k.rank()) + ": sends and receives with rank " +
                std::to_string(peer) +
                " of this process on this GPU need their kernels to run "
                "at the same time, which " +
                (k.maxConnections() == 1 ? std::string("CUDA_DEVICE_MAX_CONNECTIONS=1")
                                         : std::string("the legacy NULL stream")) +
-               " does not allow: make both ranks' calls from one thread inside one group";
+               " does not allow: make both ranks' calls from one thread inside one group, on one "
+               "stream";
         return Status::kInvalidUsage;
       }
   }
@@ -290,8 +292,6 @@ Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKer
           return st;
       }
   }
-  std::vector<int> ranksInCall;
-  for (DeviceKernelRank* k : ranks) ranksInCall.push_back(k->rank());
   size_t rounds = 0;
   for (const StreamLaunches& s : streams) rounds = std::max(rounds, s.rounds.size());
   // Round by round over every stream: round j of every stream is queued (its meetings met)
@@ -326,8 +326,7 @@ Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKer
           return st;
       }
       if (alone.ranks.empty()) continue;
-      if (Status st = checkCoResidency(streams[i].stream, alone, ranksInCall, why);
-          st != Status::kSuccess)
+      if (Status st = checkCoResidency(streams[i].stream, alone, why); st != Status::kSuccess)
         return st;
       if (Status st = launchRound(api, streams[i].stream, capturing[i], alone, why);
           st != Status::kSuccess)

@@ -212,6 +212,29 @@ TEST_F(DeviceHazards, OneHardwareQueueRanksRunAsOneKernel) {
   EXPECT_NE(why.find("ncclGroupStart"), std::string::npos) << why;
 }
 
+// Sends and receives never meet (a rank's partners change from group to group): under
+// CUDA_DEVICE_MAX_CONNECTIONS=1 a send to a rank of this process on this GPU outside its launch
+// fails naming the cause; both sides in one group on one stream run as one kernel.
+TEST_F(DeviceHazards, OneHardwareQueuePointToPoint) {
+  setenv("WEFT_FAKE_ONE_QUEUE", "1", 1);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+  setenv("WEFT_TIMEOUT_MS", "5000", 1);
+  init(2, true);
+  FakeDeviceBuffer<float> a(1024), b(1024);
+  for (size_t i = 0; i < 1024; ++i) a.p[i] = float(i);
+  EXPECT_NE(ncclSend(a.p, 1024, ncclFloat, 1, comms_[0], stream(0)), ncclSuccess);
+  const std::string why = ncclGetLastError(comms_[0]);
+  EXPECT_NE(why.find("CUDA_DEVICE_MAX_CONNECTIONS=1"), std::string::npos) << why;
+  const uint64_t launches = weftFakeKernelLaunches();
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(a.p, 1024, ncclFloat, 1, comms_[0], stream(0)), ncclSuccess);
+  ASSERT_EQ(ncclRecv(b.p, 1024, ncclFloat, 0, comms_[1], stream(0)), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comms_[1]);
+  syncAll();
+  EXPECT_EQ(weftFakeKernelLaunches() - launches, 1u);
+  for (size_t i = 0; i < 1024; i += 31) ASSERT_EQ(b.p[i], float(i)) << i;
+}
+
 // Two ranks of one process on one stream, called one after the other outside a group: the
 // second kernel would queue behind the first, which waits for it. The second call fails naming
 // the cause, and the first launch ends (aborted) instead of hanging.
