@@ -335,6 +335,21 @@ Status launchKernels(const std::vector<Call>& calls, const std::vector<DeviceKer
     for (auto& [world, meeting] : meetings) {
       DeviceKernelRank& first = *meeting.second.front().rank;
       const uint64_t seq = meeting.second.front().seq;
+      // A rank that already launched this call on its own would wait for this one forever.
+      for (const std::shared_ptr<LaunchDone>& done : world->running())
+        for (const auto& [q, qseq] : done->units)
+          if (qseq == seq && first.localPeer(q) &&
+              std::none_of(meeting.second.begin(), meeting.second.end(),
+                           [&](const MeetingPart& x) { return x.commRank == q; })) {
+            for (MeetingPart& part : meeting.second) api.eventDestroy(part.ready);
+            world->raiseAbort();
+            *why = "rank " + std::to_string(first.rank()) + ": because of " + meeting.first +
+                   " the ranks of this process on this GPU run each call as one kernel, but rank " +
+                   std::to_string(q) +
+                   " already launched this call alone on a stream of its own: "
+                   "call every rank on the legacy NULL stream or none; the communicator is aborted";
+            return Status::kInvalidUsage;
+          }
       const auto launch = [&api](std::vector<MeetingPart>& parts, std::string* w) {
         return launchMeeting(api, parts, w);
       };

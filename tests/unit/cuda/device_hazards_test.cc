@@ -170,6 +170,26 @@ TEST_F(DeviceHazards, LegacyStreamRanksFromThreadsRunAsOneKernel) {
   }
 }
 
+// One rank on a stream of its own launches first; its peer then calls on the legacy stream,
+// which would serialise behind it: the second call fails naming the cause and the first launch
+// ends (aborted) instead of hanging.
+TEST_F(DeviceHazards, LegacyStreamAfterAPeerLaunchedAloneFailsClearly) {
+  setenv("WEFT_FAKE_LEGACY_SYNC", "1", 1);
+  setenv("WEFT_TIMEOUT_MS", "20000", 1);
+  init(2, true);
+  ncclResult_t r0, r1;
+  auto c1 = allreduce(1, 2048, stream(1), &r1);
+  ASSERT_EQ(r1, ncclSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  auto c0 = allreduce(0, 2048, kLegacy, &r0);
+  EXPECT_NE(r0, ncclSuccess);
+  const std::string why = ncclGetLastError(comms_[0]);
+  EXPECT_NE(why.find("legacy NULL stream"), std::string::npos) << why;
+  syncAll();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(asyncError(1), ncclRemoteError);
+}
+
 // CUDA_DEVICE_MAX_CONNECTIONS=1 (read at init): every stream feeds one queue. Ranks from their
 // own threads on their own streams meet and run as one kernel; a group from one thread too; one
 // thread calling its ranks outside a group gets a clear error naming the cause, not a hang.

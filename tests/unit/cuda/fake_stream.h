@@ -119,7 +119,23 @@ struct Event {
   std::condition_variable cv;
   bool reached = true;  // an event never recorded counts as complete, as in CUDA
   std::chrono::steady_clock::time_point at{};
+  // Stream operations still to use it (a record or a wait): as in CUDA, destroying an event
+  // they use is allowed, and it goes once the last of them has run.
+  int uses = 0;
+  bool destroyed = false;
 };
+
+// The event's stream operation `use` (queued after a use++ under its lock), then the event
+// itself where it was destroyed meanwhile and this was its last use.
+inline void useEvent(Event* e, const std::function<void(std::unique_lock<std::mutex>&)>& use) {
+  bool last = false;
+  {
+    std::unique_lock<std::mutex> lock(e->mu);
+    use(lock);
+    last = --e->uses == 0 && e->destroyed;
+  }
+  if (last) delete e;
+}
 
 struct Graph {
   std::vector<Op> ops;

@@ -231,7 +231,15 @@ FAKE_EXPORT CuResult cuEventCreate(void** event, unsigned) {
   return kSuccess;
 }
 FAKE_EXPORT CuResult cuEventDestroy_v2(void* event) {
-  delete static_cast<Event*>(event);
+  auto* e = static_cast<Event*>(event);
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->uses > 0) {
+      e->destroyed = true;  // the last operation using it deletes it
+      return kSuccess;
+    }
+  }
+  delete e;
   return kSuccess;
 }
 FAKE_EXPORT CuResult cuEventRecord(void* event, void* stream) {
@@ -239,12 +247,14 @@ FAKE_EXPORT CuResult cuEventRecord(void* event, void* stream) {
   {
     std::lock_guard<std::mutex> lock(e->mu);
     e->reached = false;
+    ++e->uses;
   }
   return streamOf(stream)->push([e] {
-    std::lock_guard<std::mutex> lock(e->mu);
-    e->at = std::chrono::steady_clock::now();
-    e->reached = true;
-    e->cv.notify_all();
+    useEvent(e, [e](std::unique_lock<std::mutex>&) {
+      e->at = std::chrono::steady_clock::now();
+      e->reached = true;
+      e->cv.notify_all();
+    });
   });
 }
 FAKE_EXPORT CuResult cuEventQuery(void* event) {
@@ -260,9 +270,14 @@ FAKE_EXPORT CuResult cuStreamQuery(void* stream) {
 // The stream waits until the event's last record was reached (as recorded when this is called).
 FAKE_EXPORT CuResult cuStreamWaitEvent(void* stream, void* event, unsigned) {
   auto* e = static_cast<Event*>(event);
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    ++e->uses;
+  }
   const auto wait = [e] {
-    std::unique_lock<std::mutex> lock(e->mu);
-    e->cv.wait_for(lock, kWaitLimit, [&] { return e->reached; });
+    useEvent(e, [e](std::unique_lock<std::mutex>& lock) {
+      e->cv.wait_for(lock, kWaitLimit, [&] { return e->reached; });
+    });
   };
   return streamOf(stream)->push(wait, true);
 }
