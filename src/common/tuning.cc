@@ -77,6 +77,9 @@ Tuning Tuning::fromEnvironment() {
   t.deviceKernels = env::getInt("WEFT_DEVICE_KERNELS") != 0;
   t.deviceThreads = static_cast<uint32_t>(
       std::clamp<int64_t>(env::getInt("WEFT_DEVICE_THREADS"), 32, 512) / 32 * 32);
+  t.direct = env::getInt("WEFT_DIRECT") != 0;
+  t.directOneShotBytes = bytes("WEFT_DIRECT_ONESHOT_BYTES");
+  t.directBlockBytes = std::max<uint64_t>(1, bytes("WEFT_DIRECT_BLOCK_BYTES"));
   t.ibDisabled = env::getInt("NCCL_IB_DISABLE") != 0;
   t.ibHca = env::get("NCCL_IB_HCA");
   t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));

@@ -67,6 +67,10 @@ struct Tuning {
   // --- Calls on device memory (src/cuda/device_kernels.h).
   bool deviceKernels = true;     // WEFT_DEVICE_KERNELS
   uint32_t deviceThreads = 256;  // WEFT_DEVICE_THREADS
+  // Direct peer-memory kernels (src/cuda/direct_launch.h).
+  bool direct = true;                    // WEFT_DIRECT
+  uint64_t directOneShotBytes = 262144;  // WEFT_DIRECT_ONESHOT_BYTES
+  uint64_t directBlockBytes = 32768;     // WEFT_DIRECT_BLOCK_BYTES
 
   // --- RDMA (transports/ib).
   bool ibDisabled = false;     // NCCL_IB_DISABLE

@@ -7,9 +7,10 @@
 // What a program using the driver API itself needs (the perf tools) is there too: a primary
 // context, cuMemAlloc'd device memory, synchronous copies, streams it creates, and events whose
 // elapsed time comes from a steady clock read when the stream reaches them.
-// Kernels from an image: any image loads, and its one kernel is the device interpreter's
-// (weftInterpret, src/cuda/interp_launch.h), run by the interpreter's host build with one host
-// thread per block, all of a launch's blocks at once (its lanes wait for each other).
+// Kernels from an image: any image loads, and it has the library's two kernels: the device
+// interpreter (weftInterpret, src/cuda/interp_launch.h) and the direct collectives (weftDirect,
+// src/cuda/direct_launch.h), each run by its host build with one host thread per block, all of a
+// launch's blocks at once (they wait for each other).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -25,6 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "src/cuda/direct_kernels.h"
+#include "src/cuda/direct_launch.h"
 #include "src/cuda/interp_launch.h"
 #include "tests/unit/cuda/fake_device_memory.h"
 
@@ -120,8 +123,9 @@ struct Driver {
   std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
 };
 
-// The one kernel every module has: its CUfunction handle.
+// The kernels every module has: their CUfunction handles.
 int interpFunction;
+int directFunction;
 
 Driver& driver() {
   static Driver* d = new Driver;  // never destroyed: streams may run while the process exits
@@ -147,6 +151,18 @@ void runInterpreter(const weft::cuda::InterpLaunch& p, unsigned blocks) {
       weft::cuda::LaneShared shared{};
       const uint32_t rank = weft::cuda::launchRankOf(p, b);
       weft::cuda::runLane(p.args[rank], b - p.firstBlock[rank], 0, 1, shared);
+    });
+  for (std::thread& t : threads) t.join();
+}
+
+// The same for a direct launch: every block of every rank at once.
+void runDirect(const weft::cuda::DirectLaunch& p, unsigned blocks) {
+  std::vector<std::thread> threads;
+  threads.reserve(blocks);
+  for (unsigned b = 0; b < blocks; ++b)
+    threads.emplace_back([&p, b] {
+      weft::cuda::DirectShared shared{};
+      weft::cuda::runDirectBlock(p, b, 0, 1, shared);
     });
   for (std::thread& t : threads) t.join();
 }
@@ -361,17 +377,33 @@ FAKE_EXPORT CuResult cuModuleGetFunction(void** function, void* module, const ch
     std::lock_guard<std::mutex> lock(d.mu);
     if (!d.modules.count(module)) return kInvalidHandle;
   }
-  if (std::strcmp(name, weft::cuda::kInterpKernelName) != 0) return kNotFound;
-  *function = &interpFunction;
-  return kSuccess;
+  if (std::strcmp(name, weft::cuda::kInterpKernelName) == 0) {
+    *function = &interpFunction;
+    return kSuccess;
+  }
+  if (std::strcmp(name, weft::cuda::kDirectKernelName) == 0) {
+    *function = &directFunction;
+    return kSuccess;
+  }
+  return kNotFound;
 }
 // The parameters are copied now, as the driver does: the caller's may go once this returns.
 FAKE_EXPORT CuResult cuLaunchKernel(void* function, unsigned gridX, unsigned gridY, unsigned gridZ,
                                     unsigned blockX, unsigned blockY, unsigned blockZ,
                                     unsigned sharedBytes, void* stream, void** params,
                                     void** extra) {
-  if (function != &interpFunction) return kInvalidHandle;
+  if (function != &interpFunction && function != &directFunction) return kInvalidHandle;
   if (!params || !params[0] || extra) return kInvalidValue;
+  if (function == &directFunction) {
+    if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 ||
+        blockX > weft::cuda::kDirectThreads || blockY != 1 || blockZ != 1)
+      return kInvalidValue;
+    weft::cuda::DirectLaunch p;
+    std::memcpy(&p, params[0], sizeof p);
+    if (!weft::cuda::directLaunchValid(p) || p.ranks * p.blocks != gridX) return kInvalidValue;
+    driver().launches.fetch_add(1);
+    return streamOf(stream)->push([p, gridX] { runDirect(p, gridX); });
+  }
   if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 ||
       blockX > weft::cuda::kMaxInterpThreads || blockY != 1 || blockZ != 1)
     return kInvalidValue;
