@@ -372,7 +372,8 @@ WEFT_UNROLL
         for (uint32_t k = 0; k < kUnroll; ++k)
           reinterpret_cast<Word16*>(dst[q] + dstOff)[w + k * nth] = acc[k].word;
     }
-    for (; w < words; w += nth) {
+    // The words left over from whole rounds (none where a round is one word).
+    for (; kUnroll > 1 && w < words; w += nth) {
       Pack<E> acc;
       acc.word = reinterpret_cast<const Word16*>(src[0] + srcOff)[w];
       first<E, kScale>(acc, s);
