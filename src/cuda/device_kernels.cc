@@ -292,6 +292,8 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   m.timeoutNs = t.timeout.count() > 0 ? static_cast<uint64_t>(t.timeout.count()) * 1000000ull
                                       : ~uint64_t{0} / 2;
   m.status = k->world_->hostBlock(sizeof(cuda::DeviceStatus));
+  std::string directWhy;
+  k->direct_ = cuda::DirectRank::make(api, comm, k->world_, device, oneGpu, &directWhy);
   return k;
 }
 
@@ -315,6 +317,8 @@ cuda::CuContext DeviceKernelRank::context() const { return world_->context(); }
 
 Status DeviceKernelRank::failure(std::string* why) const {
   auto* s = static_cast<cuda::DeviceStatus*>(impl_->status.host);
+  if (direct_)
+    if (Status st = direct_->failure(why); st != Status::kSuccess) return st;
   if (__atomic_load_n(&s->error, __ATOMIC_ACQUIRE) == 0) return Status::kSuccess;
   cuda::DeviceStatus copy;
   std::memcpy(&copy, s, sizeof(copy));
@@ -354,6 +358,11 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
       }
       // The Work only where this group's shape was never encoded.
       if (!m.blobs.count(u.key) && !m.lowered.count(u.key)) u.work = comm.p2pWork(calls);
+    } else if (direct_ && direct_->takes(calls.front())) {
+      u.direct = true;
+      u.launch = direct_->launchOf(calls.front());
+      *unit = std::move(u);
+      return Status::kSuccess;
     } else {
       u.work = comm.workForDevice(calls.front());
       const exec::Work& w = u.work;
@@ -474,7 +483,19 @@ Status groupByStream(const std::vector<Call>& calls, const std::vector<DeviceKer
 Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
                    StreamLaunches::Round& round, std::string* why) {
   cuda::InterpLaunch p;
+  // The round's direct units, the ranks of one call merged into one launch.
+  std::vector<std::pair<const cuda::DirectKernel*, cuda::DirectLaunch>> direct;
   for (size_t i = 0; i < round.ranks.size(); ++i) {
+    if (const DeviceKernelRank::Unit& u = round.planned[i]; u.direct) {
+      auto it = std::find_if(direct.begin(), direct.end(), [&](const auto& d) {
+        return cuda::launchesMerge(d.second, u.launch);
+      });
+      if (it == direct.end())
+        direct.emplace_back(&round.ranks[i]->directKernel(), u.launch);
+      else
+        it->second.rank[it->second.ranks++] = u.launch.rank[0];
+      continue;
+    }
     uint32_t l = 0;
     if (Status st = round.ranks[i]->prepare(round.planned[i], &p.args[p.ranks], &l, why);
         st != Status::kSuccess)
@@ -497,6 +518,8 @@ Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
   const ContextScope scope(api, round.ranks.front()->context());
   if (rc == cuda::kCuSuccess)
     rc = round.ranks.front()->module().launch(p, stream, round.ranks.front()->threads());
+  for (const auto& [kernel, launch] : direct)
+    if (rc == cuda::kCuSuccess) rc = kernel->launch(launch, stream);
   if (rc == cuda::kCuSuccess && !capturing) {
     done = std::make_shared<LaunchDone>();
     done->api = &api;

@@ -20,9 +20,9 @@ struct DirectQuery {
   uint64_t count = 0;  // elements, per rank as the NCCL call counts them
   DataType type = DataType::kFloat32;
   int nranks = 1;
-  int smCount = 1;           // multiprocessors of the GPU
-  int ranksOnGpu = 1;        // the communicator's ranks on that GPU (they share its SMs)
-  uint32_t slotsPerRank = 0; // mailbox slots per rank: the most blocks a rank may use
+  int smCount = 1;            // multiprocessors of the GPU
+  int ranksOnGpu = 1;         // the communicator's ranks on that GPU (they share its SMs)
+  uint32_t slotsPerRank = 0;  // mailbox slots per rank: the most blocks a rank may use
 };
 
 struct DirectShape {

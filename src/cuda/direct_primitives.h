@@ -76,17 +76,18 @@ struct DirectRankArgs {
 // small, with the mailboxes and statuses behind pointers. Blocks [k * blocks, (k + 1) * blocks)
 // run rank `rank[k]`; the grid has ranks * blocks blocks.
 struct DirectLaunch {
-  DirectSlot* slots;  // the world's mailboxes: slots[rank * slotsPerRank + block]
-  uint32_t* abort;    // nonzero: stop waiting; a failing block raises it (may be null)
-  uint64_t count;     // elements, as the NCCL call counts them (per rank)
-  uint64_t timeoutNs; // longest a single barrier wait may take
-  uint64_t divisor;   // integer Avg: results divided by it (0 or 1: none)
-  Scalar scalar;      // PreMulSum's factor, applied to every input read
+  DirectSlot* slots;   // the world's mailboxes: slots[rank * slotsPerRank + block]
+  uint32_t* abort;     // nonzero: stop waiting; a failing block raises it (may be null)
+  uint64_t count;      // elements, as the NCCL call counts them (per rank)
+  uint64_t timeoutNs;  // longest a single barrier wait may take
+  uint64_t divisor;    // integer Avg: results divided by it (0 or 1: none)
+  Scalar scalar;       // PreMulSum's factor, applied to every input read
   uint32_t slotsPerRank;
   uint32_t blocks;  // B, blocks per rank: the same on every rank of the call
   int32_t nranks;
-  int32_t root;   // broadcast and reduce
-  uint8_t coll;   // plan::Collective: AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll
+  int32_t root;  // broadcast and reduce
+  uint8_t
+      coll;  // plan::Collective: AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll
   uint8_t type;   // DataType
   uint8_t op;     // RedOp after lowering: Sum, Prod, Max, Min or PreMulSum (never Avg)
   uint8_t algo;   // DirectAlgo (allreduce)
@@ -295,9 +296,7 @@ struct alignas(16) Word16 {
 };
 #endif
 
-WEFT_HD_INLINE bool aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
+WEFT_HD_INLINE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class E>
 union Pack {
@@ -305,27 +304,61 @@ union Pack {
   typename E::Storage e[16 / sizeof(typename E::Storage)];
 };
 
+// Element types whose conversions are long (software fp8 and fp16 rounding): their element
+// operations stay calls in device code, so that a 16-element word does not inline sixteen
+// copies of them (the assembler would take very long over the kernel).
+template <class E>
+inline constexpr bool kLongConversions =
+    !std::is_same_v<typename E::Storage, typename E::Calc> &&
+    (sizeof(typename E::Storage) == 1 || std::is_same_v<E, elements::HalfElem>);
+
+template <class E, class Op, bool kScale>
+WEFT_HD WEFT_NOINLINE typename E::Storage combineCall(typename E::Storage a, typename E::Storage b,
+                                                      typename E::Calc s) {
+  return elements::combine<E, Op, false, kScale>(a, b, s, s);
+}
+template <class E>
+WEFT_HD WEFT_NOINLINE typename E::Storage scaleCall(typename E::Storage a, typename E::Calc s) {
+  return elements::scale<E>(a, s);
+}
+
+template <class E, class Op, bool kScale>
+WEFT_HD_INLINE typename E::Storage combineOne(typename E::Storage a, typename E::Storage b,
+                                              typename E::Calc s) {
+  if constexpr (kLongConversions<E>)
+    return combineCall<E, Op, kScale>(a, b, s);
+  else
+    return elements::combine<E, Op, false, kScale>(a, b, s, s);
+}
+template <class E>
+WEFT_HD_INLINE typename E::Storage scaleOne(typename E::Storage a, typename E::Calc s) {
+  if constexpr (kLongConversions<E>)
+    return scaleCall<E>(a, s);
+  else
+    return elements::scale<E>(a, s);
+}
+
 // acc = scale(x) (when kScale) or x: the first operand of a reduction.
 template <class E, bool kScale>
 WEFT_HD_INLINE void first(Pack<E>& acc, typename E::Calc s) {
   if constexpr (kScale) {
-WEFT_UNROLL
+    WEFT_UNROLL
     for (unsigned j = 0; j < sizeof acc.e / sizeof acc.e[0]; ++j)
-      acc.e[j] = elements::scale<E>(acc.e[j], s);
+      acc.e[j] = scaleOne<E>(acc.e[j], s);
   }
 }
 
 template <class E, class Op, bool kScale>
 WEFT_HD_INLINE void combine(Pack<E>& acc, const Pack<E>& x, typename E::Calc s) {
-WEFT_UNROLL
+  WEFT_UNROLL
   for (unsigned j = 0; j < sizeof acc.e / sizeof acc.e[0]; ++j)
-    acc.e[j] = elements::combine<E, Op, false, kScale>(acc.e[j], x.e[j], s, s);
+    acc.e[j] = combineOne<E, Op, kScale>(acc.e[j], x.e[j], s);
 }
 
 template <class E, bool kDivide>
 WEFT_HD_INLINE void finish(Pack<E>& acc, uint64_t divisor) {
   if constexpr (kDivide) {
-WEFT_UNROLL
+    WEFT_UNROLL
     for (unsigned j = 0; j < sizeof acc.e / sizeof acc.e[0]; ++j)
       acc.e[j] = elements::divide<E>(acc.e[j], divisor);
   }
@@ -336,9 +369,10 @@ WEFT_UNROLL
 // element by element otherwise and for the tail. Every rank reduces in rank order, so results
 // agree bit for bit wherever they are computed.
 template <class E, class Op, bool kScale, bool kDivide>
-WEFT_HD WEFT_NOINLINE void reduceRange(const char* const* src, uint32_t nsrc, uint64_t srcOff, char* const* dst,
-                         uint32_t ndst, uint64_t dstOff, uint64_t n, typename E::Calc s,
-                         uint64_t divisor, uint32_t tid, uint32_t nth) {
+WEFT_HD WEFT_NOINLINE void reduceRange(const char* const* src, uint32_t nsrc, uint64_t srcOff,
+                                       char* const* dst, uint32_t ndst, uint64_t dstOff, uint64_t n,
+                                       typename E::Calc s, uint64_t divisor, uint32_t tid,
+                                       uint32_t nth) {
   using S = typename E::Storage;
   constexpr uint64_t kPer = 16 / sizeof(S);
   // Narrow elements make a word many conversions: fewer words in flight keep the code small.
@@ -352,25 +386,24 @@ WEFT_HD WEFT_NOINLINE void reduceRange(const char* const* src, uint32_t nsrc, ui
     uint64_t w = tid;
     for (; w + (kUnroll - 1) * nth < words; w += kUnroll * nth) {
       Pack<E> acc[kUnroll];
-WEFT_UNROLL
+      WEFT_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) {
         acc[k].word = reinterpret_cast<const Word16*>(src[0] + srcOff)[w + k * nth];
         first<E, kScale>(acc[k], s);
       }
       for (uint32_t p = 1; p < nsrc; ++p) {
         Pack<E> x[kUnroll];
-WEFT_UNROLL
+        WEFT_UNROLL
         for (uint32_t k = 0; k < kUnroll; ++k)
           x[k].word = reinterpret_cast<const Word16*>(src[p] + srcOff)[w + k * nth];
-WEFT_UNROLL
+        WEFT_UNROLL
         for (uint32_t k = 0; k < kUnroll; ++k) combine<E, Op, kScale>(acc[k], x[k], s);
       }
-WEFT_UNROLL
+      WEFT_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) finish<E, kDivide>(acc[k], divisor);
-      for (uint32_t q = 0; q < ndst; ++q)
-WEFT_UNROLL
-        for (uint32_t k = 0; k < kUnroll; ++k)
-          reinterpret_cast<Word16*>(dst[q] + dstOff)[w + k * nth] = acc[k].word;
+      for (uint32_t q = 0; q < ndst; ++q) WEFT_UNROLL
+      for (uint32_t k = 0; k < kUnroll; ++k)
+        reinterpret_cast<Word16*>(dst[q] + dstOff)[w + k * nth] = acc[k].word;
     }
     // The words left over from whole rounds (none where a round is one word).
     for (; kUnroll > 1 && w < words; w += nth) {
@@ -383,8 +416,7 @@ WEFT_UNROLL
         combine<E, Op, kScale>(acc, x, s);
       }
       finish<E, kDivide>(acc, divisor);
-      for (uint32_t q = 0; q < ndst; ++q)
-        reinterpret_cast<Word16*>(dst[q] + dstOff)[w] = acc.word;
+      for (uint32_t q = 0; q < ndst; ++q) reinterpret_cast<Word16*>(dst[q] + dstOff)[w] = acc.word;
     }
     scalarFrom = words * kPer;
   }
@@ -403,8 +435,9 @@ WEFT_UNROLL
 // dst[q] + dstOff (skipping a destination that is the source itself), and, when src2 is set,
 // from src2 to dst2 too, both read before either is written (alltoall's swaps in place).
 template <class T>
-WEFT_HD WEFT_NOINLINE void moveWords(const char* src, char* const* dst, uint32_t ndst, uint64_t dstOff,
-                       const char* src2, char* dst2, uint64_t words, uint32_t tid, uint32_t nth) {
+WEFT_HD WEFT_NOINLINE void moveWords(const char* src, char* const* dst, uint32_t ndst,
+                                     uint64_t dstOff, const char* src2, char* dst2, uint64_t words,
+                                     uint32_t tid, uint32_t nth) {
   const T* a = reinterpret_cast<const T*>(src);
   const T* b = reinterpret_cast<const T*>(src2);
   T* d2 = reinterpret_cast<T*>(dst2);
@@ -412,12 +445,12 @@ WEFT_HD WEFT_NOINLINE void moveWords(const char* src, char* const* dst, uint32_t
   if (!src2) {
     for (; w + (kDirectUnroll - 1) * nth < words; w += kDirectUnroll * nth) {
       T v[kDirectUnroll];
-WEFT_UNROLL
+      WEFT_UNROLL
       for (uint32_t k = 0; k < kDirectUnroll; ++k) v[k] = a[w + k * nth];
       for (uint32_t q = 0; q < ndst; ++q) {
         T* d = reinterpret_cast<T*>(dst[q] + dstOff);
         if (d == a) continue;
-WEFT_UNROLL
+        WEFT_UNROLL
         for (uint32_t k = 0; k < kDirectUnroll; ++k) d[w + k * nth] = v[k];
       }
     }

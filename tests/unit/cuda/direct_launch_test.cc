@@ -6,6 +6,8 @@
 // of integer inputs. Also: consecutive calls on one set of mailboxes (epochs), every rank in one
 // launch, a captured launch replayed, a peer that never arrives, the abort word, refused launches,
 // and the launch configuration.
+#include "src/cuda/direct_launch.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,7 +19,6 @@
 #include <vector>
 
 #include "src/common/reduce_elements.h"
-#include "src/cuda/direct_launch.h"
 #include "src/cuda/interp_launch.h"
 
 extern "C" {
@@ -87,7 +88,9 @@ constexpr uint32_t kSlots = 4;  // mailbox slots per rank: the most blocks a cal
 // A world of n ranks: mailboxes, statuses and the abort word, kept from call to call.
 struct World {
   explicit World(int ranks)
-      : n(ranks), slots(sizeof(DirectSlot) * kSlots * ranks), status(sizeof(DirectStatus) * ranks),
+      : n(ranks),
+        slots(sizeof(DirectSlot) * kSlots * ranks),
+        status(sizeof(DirectStatus) * ranks),
         abortWord(sizeof(uint32_t)) {}
   DirectStatus& statusOf(int r) const { return reinterpret_cast<DirectStatus*>(status.get())[r]; }
   uint32_t* abort() const { return reinterpret_cast<uint32_t*>(abortWord.get()); }
@@ -212,8 +215,8 @@ void runCase(World& w, const Case& k, const std::string& tag) {
     DirectLaunch l = p;
     l.ranks = static_cast<uint8_t>(k.oneLaunch ? n : 1);
     for (int j = 0; j < l.ranks; ++j)
-      l.rank[j] = DirectRankArgs{in[first + j], out[first + j], &w.statusOf(first + j),
-                                 first + j, 0};
+      l.rank[j] =
+          DirectRankArgs{in[first + j], out[first + j], &w.statusOf(first + j), first + j, 0};
     streams.push_back(weftFakeStreamCreate());
     ASSERT_EQ(kernels().direct->launch(l, static_cast<CuStream>(streams.back())), kCuSuccess)
         << tag;
@@ -236,7 +239,8 @@ void runCase(World& w, const Case& k, const std::string& tag) {
           v = reduceOf(k, n, i, true, r);
           break;
         case Collective::kReduce:
-          v = r == k.root ? reduceOf(k, n, i, false, r) : (k.inPlace ? inputValue(k.coll, r, i) : 99);
+          v = r == k.root ? reduceOf(k, n, i, false, r)
+                          : (k.inPlace ? inputValue(k.coll, r, i) : 99);
           break;
         case Collective::kAllGather:
           v = inputValue(k.coll, static_cast<int>(i / c), i % c);
@@ -272,9 +276,9 @@ struct TypeOp {
   RedOp op;
 };
 constexpr TypeOp kReductions[] = {
-    {DataType::kInt32, RedOp::kSum},       {DataType::kFloat32, RedOp::kSum},
-    {DataType::kFp8E5M2, RedOp::kSum},     {DataType::kBfloat16, RedOp::kProd},
-    {DataType::kUint8, RedOp::kMax},       {DataType::kFloat64, RedOp::kMin},
+    {DataType::kInt32, RedOp::kSum},         {DataType::kFloat32, RedOp::kSum},
+    {DataType::kFp8E5M2, RedOp::kSum},       {DataType::kBfloat16, RedOp::kProd},
+    {DataType::kUint8, RedOp::kMax},         {DataType::kFloat64, RedOp::kMin},
     {DataType::kFloat16, RedOp::kPreMulSum}, {DataType::kInt64, RedOp::kAvg},
     {DataType::kFp8E4M3, RedOp::kPreMulSum},
 };

@@ -73,8 +73,7 @@ TEST(DirectShape, ZeroCountLaunchesNothingAndMailboxesCapBlocks) {
 TEST(DirectShape, EveryCollectiveAndOnlyThose) {
   const Tuning t;
   for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
-                       Collective::kAllGather, Collective::kReduceScatter,
-                       Collective::kAlltoAll}) {
+                       Collective::kAllGather, Collective::kReduceScatter, Collective::kAlltoAll}) {
     EXPECT_TRUE(directSupports(c, 4));
     DirectQuery q = allReduce(64ull << 20, DataType::kBfloat16, 4, kH100Sms, 4);
     q.coll = c;
