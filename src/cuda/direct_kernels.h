@@ -222,9 +222,13 @@ WEFT_HD inline bool awaitPeers(const DirectLaunch& p, const DirectRankArgs& me, 
       fail(p, me.status, e, phase, b, static_cast<int32_t>(q), sh.epoch);
       sh.error = static_cast<uint32_t>(e);
     } else if (phase == DirectPhase::kStart) {
-      // Read after the acquire: the pointers of the call the flag names.
+      // Read after the acquire: the pointers and shape of the call the flag names.
       sh.in[q] = reinterpret_cast<const char*>(static_cast<uintptr_t>(slot->input));
       sh.out[q] = reinterpret_cast<char*>(static_cast<uintptr_t>(slot->output));
+      if (slot->count != p.count || slot->shape != callShape(p)) {
+        fail(p, me.status, DirectError::kMismatch, phase, b, static_cast<int32_t>(q), sh.epoch);
+        sh.error = static_cast<uint32_t>(DirectError::kMismatch);
+      }
     }
   }
   blockSync();
@@ -245,6 +249,8 @@ WEFT_HD inline void runDirectBlock(const DirectLaunch& p, uint32_t block, uint32
     const uint64_t epoch = direct::loadOwn(&mine->arrived) + 1;
     direct::storeOwn(&mine->input, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(me.input)));
     direct::storeOwn(&mine->output, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(me.output)));
+    direct::storeOwn(&mine->count, p.count);
+    direct::storeOwn(&mine->shape, direct::callShape(p));
     direct::storeRelease(&mine->arrived, epoch, system);
     sh.epoch = epoch;
     sh.error = 0;

@@ -34,8 +34,9 @@ enum class DirectScope : uint8_t { kGpu = 0, kSystem = 1 };
 
 enum class DirectError : uint32_t {
   kNone = 0,
-  kAborted = 1,  // the abort word was raised (by the host or by a failing block)
-  kTimeout = 2,  // a peer's block did not arrive (or finish) within the time budget
+  kAborted = 1,   // the abort word was raised (by the host or by a failing block)
+  kTimeout = 2,   // a peer's block did not arrive (or finish) within the time budget
+  kMismatch = 3,  // a peer's call differs (collective, count, type, operator, root or blocks)
 };
 
 // Which barrier a failed block waited in.
@@ -48,6 +49,8 @@ struct alignas(64) DirectSlot {
   uint64_t done;     // the last call in which it finished with its peers' buffers
   uint64_t input;    // its rank's input and output pointers
   uint64_t output;
+  uint64_t count;  // the call's count and shape (callShape): peers' must equal the block's own
+  uint64_t shape;
 };
 
 // Why a rank's call failed, written by its first block that failed: the block claims the report,
@@ -270,6 +273,13 @@ WEFT_HD_INLINE uint32_t elemSizeOf(uint8_t type) {
       return 8;
   }
   return 0;
+}
+
+// What every rank's call must agree on besides the count, as one word.
+WEFT_HD_INLINE uint64_t callShape(const DirectLaunch& p) {
+  return uint64_t{p.coll} | uint64_t{p.type} << 8 | uint64_t{p.op} << 16 |
+         (static_cast<uint64_t>(static_cast<uint32_t>(p.root)) & 0xffff) << 24 |
+         uint64_t{p.blocks} << 40;
 }
 
 // Elements [lo, hi) cut into k parts of whole `unit`s (16 bytes of elements, so that every part

@@ -145,17 +145,28 @@ Status DirectRank::failure(std::string* why) const {
   const auto* s = static_cast<const DirectStatus*>(boxes_->status.host) + rank_;
   const uint32_t error = __atomic_load_n(&s->error, __ATOMIC_ACQUIRE);
   if (error == 0) return Status::kSuccess;
-  const char* what =
-      error == static_cast<uint32_t>(DirectError::kTimeout)
-          ? "timed out"
-          : (error == static_cast<uint32_t>(DirectError::kAborted) ? "aborted" : "failed");
+  const char* what = "failed";
+  switch (static_cast<DirectError>(error)) {
+    case DirectError::kTimeout:
+      what = "timed out";
+      break;
+    case DirectError::kAborted:
+      what = "aborted";
+      break;
+    case DirectError::kMismatch:
+      what = "found mismatched calls (collective, count, type, operator or root)";
+      break;
+    default:
+      break;
+  }
   *why = "rank " + std::to_string(rank_) + ": direct kernel " + what + " in block " +
-         std::to_string(s->block) + " of call " + std::to_string(s->epoch) + ", waiting for rank " +
+         std::to_string(s->block) + " of call " + std::to_string(s->epoch) + ", with rank " +
          std::to_string(s->peer) +
-         (s->phase == static_cast<uint32_t>(DirectPhase::kStart) ? " to start" : " to finish");
+         (s->phase == static_cast<uint32_t>(DirectPhase::kStart) ? " at the start" : " at the end");
   if (error == static_cast<uint32_t>(DirectError::kAborted))
     *why += " (this communicator, or another rank of it on this GPU, failed or was aborted)";
-  return Status::kRemoteError;
+  return error == static_cast<uint32_t>(DirectError::kMismatch) ? Status::kInvalidUsage
+                                                                : Status::kRemoteError;
 }
 
 bool launchesMerge(const DirectLaunch& a, const DirectLaunch& b) {

@@ -365,6 +365,28 @@ TEST(DirectFailures, PeerThatNeverArrivesTimesOut) {
   EXPECT_NE(*w.abort(), 0u);
 }
 
+// Ranks whose calls differ (here the count) fail at the start with kMismatch on both sides
+// instead of reading past a peer's buffer.
+TEST(DirectFailures, MismatchedCallsFail) {
+  World w(2);
+  DeviceMemory in0(4096), out0(4096), in1(4096), out1(4096);
+  void* streams[2] = {weftFakeStreamCreate(), weftFakeStreamCreate()};
+  ASSERT_EQ(kernels().direct->launch(lonelyRank(w, 0, in0.get(), out0.get(), 100),
+                                     static_cast<CuStream>(streams[0])),
+            kCuSuccess);
+  ASSERT_EQ(kernels().direct->launch(lonelyRank(w, 1, in1.get(), out1.get(), 300),
+                                     static_cast<CuStream>(streams[1])),
+            kCuSuccess);
+  for (void* s : streams) {
+    weftFakeStreamSynchronize(s);
+    weftFakeStreamDestroy(s);
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(w.statusOf(r).error, static_cast<uint32_t>(DirectError::kMismatch)) << r;
+    EXPECT_EQ(w.statusOf(r).peer, 1 - r);
+  }
+}
+
 // The abort word, raised by the host while a block waits, ends the wait long before its budget.
 TEST(DirectFailures, AbortWordEndsTheWait) {
   World w(2);

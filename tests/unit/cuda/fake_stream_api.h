@@ -17,6 +17,8 @@ void weftFakeGraphLaunch(void* graph, void* stream);
 void weftFakeGraphDestroy(void* graph);
 // Launches of the device interpreter's kernel (cuLaunchKernel) so far.
 uint64_t weftFakeKernelLaunches();
+// Of them, launches of the direct kernel (weftDirect).
+uint64_t weftFakeDirectLaunches();
 }
 
 namespace weft::test {

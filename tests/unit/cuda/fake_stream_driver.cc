@@ -118,8 +118,9 @@ struct Graph {
 
 struct Driver {
   std::mutex mu;
-  std::set<void*> modules;            // loaded, not yet unloaded
-  std::atomic<uint64_t> launches{0};  // kernels queued (captured ones included)
+  std::set<void*> modules;                  // loaded, not yet unloaded
+  std::atomic<uint64_t> launches{0};        // kernels queued (captured ones included)
+  std::atomic<uint64_t> directLaunches{0};  // of them, the direct kernel's
   std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
 };
 
@@ -402,6 +403,7 @@ FAKE_EXPORT CuResult cuLaunchKernel(void* function, unsigned gridX, unsigned gri
     std::memcpy(&p, params[0], sizeof p);
     if (!weft::cuda::directLaunchValid(p) || p.ranks * p.blocks != gridX) return kInvalidValue;
     driver().launches.fetch_add(1);
+    driver().directLaunches.fetch_add(1);
     return streamOf(stream)->push([p, gridX] { runDirect(p, gridX); });
   }
   if (gridX == 0 || gridY != 1 || gridZ != 1 || blockX == 0 ||
@@ -455,6 +457,8 @@ FAKE_EXPORT void weftFakeGraphLaunch(void* graph, void* stream) {
 FAKE_EXPORT void weftFakeGraphDestroy(void* graph) { delete static_cast<Graph*>(graph); }
 // How many kernels were queued or captured (cuLaunchKernel calls that succeeded).
 FAKE_EXPORT uint64_t weftFakeKernelLaunches() { return driver().launches.load(); }
+// How many of them were the direct kernel's.
+FAKE_EXPORT uint64_t weftFakeDirectLaunches() { return driver().directLaunches.load(); }
 // How many modules are loaded.
 FAKE_EXPORT size_t weftFakeModulesLoaded() {
   Driver& d = driver();
