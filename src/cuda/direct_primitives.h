@@ -306,6 +306,36 @@ struct alignas(16) Word16 {
 };
 #endif
 
+// Loads and stores of the copy and reduce loops. On the GPU, 16-byte words go through global
+// memory accesses (LDG.E.128 / STG.E.128): the pointers come from shared memory, where the
+// compiler cannot tell their address space and would emit generic ones.
+template <class T>
+WEFT_HD_INLINE T loadWord(const T* p) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, Word16>) {
+    Word16 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  }
+#endif
+  return *p;
+}
+
+template <class T>
+WEFT_HD_INLINE void storeWord(T* p, const T& v) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, Word16>) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+    return;
+  }
+#endif
+  *p = v;
+}
+
 WEFT_HD_INLINE bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class E>
@@ -398,14 +428,14 @@ WEFT_HD WEFT_NOINLINE void reduceRange(const char* const* src, uint32_t nsrc, ui
       Pack<E> acc[kUnroll];
       WEFT_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k) {
-        acc[k].word = reinterpret_cast<const Word16*>(src[0] + srcOff)[w + k * nth];
+        acc[k].word = loadWord(reinterpret_cast<const Word16*>(src[0] + srcOff) + w + k * nth);
         first<E, kScale>(acc[k], s);
       }
       for (uint32_t p = 1; p < nsrc; ++p) {
         Pack<E> x[kUnroll];
         WEFT_UNROLL
         for (uint32_t k = 0; k < kUnroll; ++k)
-          x[k].word = reinterpret_cast<const Word16*>(src[p] + srcOff)[w + k * nth];
+          x[k].word = loadWord(reinterpret_cast<const Word16*>(src[p] + srcOff) + w + k * nth);
         WEFT_UNROLL
         for (uint32_t k = 0; k < kUnroll; ++k) combine<E, Op, kScale>(acc[k], x[k], s);
       }
@@ -413,20 +443,21 @@ WEFT_HD WEFT_NOINLINE void reduceRange(const char* const* src, uint32_t nsrc, ui
       for (uint32_t k = 0; k < kUnroll; ++k) finish<E, kDivide>(acc[k], divisor);
       for (uint32_t q = 0; q < ndst; ++q) WEFT_UNROLL
       for (uint32_t k = 0; k < kUnroll; ++k)
-        reinterpret_cast<Word16*>(dst[q] + dstOff)[w + k * nth] = acc[k].word;
+        storeWord(reinterpret_cast<Word16*>(dst[q] + dstOff) + w + k * nth, acc[k].word);
     }
     // The words left over from whole rounds (none where a round is one word).
     for (; kUnroll > 1 && w < words; w += nth) {
       Pack<E> acc;
-      acc.word = reinterpret_cast<const Word16*>(src[0] + srcOff)[w];
+      acc.word = loadWord(reinterpret_cast<const Word16*>(src[0] + srcOff) + w);
       first<E, kScale>(acc, s);
       for (uint32_t p = 1; p < nsrc; ++p) {
         Pack<E> x;
-        x.word = reinterpret_cast<const Word16*>(src[p] + srcOff)[w];
+        x.word = loadWord(reinterpret_cast<const Word16*>(src[p] + srcOff) + w);
         combine<E, Op, kScale>(acc, x, s);
       }
       finish<E, kDivide>(acc, divisor);
-      for (uint32_t q = 0; q < ndst; ++q) reinterpret_cast<Word16*>(dst[q] + dstOff)[w] = acc.word;
+      for (uint32_t q = 0; q < ndst; ++q)
+        storeWord(reinterpret_cast<Word16*>(dst[q] + dstOff) + w, acc.word);
     }
     scalarFrom = words * kPer;
   }
@@ -456,23 +487,23 @@ WEFT_HD WEFT_NOINLINE void moveWords(const char* src, char* const* dst, uint32_t
     for (; w + (kDirectUnroll - 1) * nth < words; w += kDirectUnroll * nth) {
       T v[kDirectUnroll];
       WEFT_UNROLL
-      for (uint32_t k = 0; k < kDirectUnroll; ++k) v[k] = a[w + k * nth];
+      for (uint32_t k = 0; k < kDirectUnroll; ++k) v[k] = loadWord(a + w + k * nth);
       for (uint32_t q = 0; q < ndst; ++q) {
         T* d = reinterpret_cast<T*>(dst[q] + dstOff);
         if (d == a) continue;
         WEFT_UNROLL
-        for (uint32_t k = 0; k < kDirectUnroll; ++k) d[w + k * nth] = v[k];
+        for (uint32_t k = 0; k < kDirectUnroll; ++k) storeWord(d + w + k * nth, v[k]);
       }
     }
   }
   for (; w < words; w += nth) {
-    const T v = a[w];
-    const T v2 = b ? b[w] : T{};
+    const T v = loadWord(a + w);
+    const T v2 = b ? loadWord(b + w) : T{};
     for (uint32_t q = 0; q < ndst; ++q) {
       T* d = reinterpret_cast<T*>(dst[q] + dstOff);
-      if (d != a) d[w] = v;
+      if (d != a) storeWord(d + w, v);
     }
-    if (b && d2 != b) d2[w] = v2;
+    if (b && d2 != b) storeWord(d2 + w, v2);
   }
 }
 
