@@ -294,6 +294,8 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   m.status = k->world_->hostBlock(sizeof(cuda::DeviceStatus));
   std::string directWhy;
   k->direct_ = cuda::DirectRank::make(api, comm, k->world_, device, oneGpu, &directWhy);
+  if (!k->direct_)
+    WEFT_INFO(INIT, "rank %d: no direct kernels: %s", comm.rank(), directWhy.c_str());
   return k;
 }
 
