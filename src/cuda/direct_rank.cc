@@ -5,8 +5,9 @@
 #include <map>
 #include <mutex>
 
-#include "src/common/reduce.h"
 #include "src/cuda/device_world.h"
+#include "src/exec/lower.h"
+#include "src/exec/work.h"
 
 namespace weft::cuda {
 
@@ -116,21 +117,19 @@ DirectLaunch DirectRank::launchOf(const core::Call& c) const {
   p.type = static_cast<uint8_t>(c.type);
   p.algo = static_cast<uint8_t>(shape.algo);
   p.scope = static_cast<uint8_t>(DirectScope::kGpu);
-  // The operator as the kernels take it: Avg is PreMulSum(1/n) on floats and Sum then a divide
-  // by n on integers; a user's PreMulSum carries its scalar.
-  RedOp op = RedOp::kPreMulSum;
-  if (c.op >= kNumBuiltinOps) {
-    p.scalar = comm_->preMulScalar(c.op);
-  } else if (c.op == static_cast<int>(RedOp::kAvg)) {
-    if (isFloating(c.type)) {
-      p.scalar = reciprocalScalar(c.type, n);
-    } else {
-      op = RedOp::kSum;
-      p.divisor = static_cast<uint64_t>(n);
-    }
-  } else {
-    op = static_cast<RedOp>(c.op);
+  // The operator as the kernels take it, from the one lowering of operators (exec/lower.h,
+  // through the communicator, which knows PreMulSum handles' factors): Avg is PreMulSum(1/n) on
+  // floats and Sum then a divide by n on integers; a user's PreMulSum carries its scalar.
+  exec::Work w = comm_->workForDevice(c);
+  if (c.coll == plan::Collective::kReduce && c.op == static_cast<int>(RedOp::kAvg)) {
+    // A reduce's result is reduced by every rank, a part each into the root's output: every
+    // rank divides its part as the root would.
+    w.rank = c.root;
+    exec::lowerOperator(&w, RedOp::kAvg, Scalar{});
   }
+  const RedOp op = w.op;
+  p.scalar = w.scalar;
+  p.divisor = w.divisor;
   p.op = static_cast<uint8_t>(op);
   p.ranks = 1;
   p.rank[0].input = c.send;

@@ -147,6 +147,12 @@ TEST_F(DirectCalls, RanksSharingAStreamRunInOneLaunch) {
   EXPECT_EQ(weftFakeDirectLaunches() - before, 1u);
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out_[r]->p[i], sumAt(i) / kRanks);
+  // A reduce's result is reduced by every rank, a part each: every part is divided.
+  fill();
+  run("reduce avg", [&](int r) {
+    return ncclReduce(in_[r]->p, out_[r]->p, kCount, ncclInt32, ncclAvg, 1, comms_[r], stream(0));
+  });
+  for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(out_[1]->p[i], sumAt(i) / kRanks) << i;
 }
 
 // Each rank's call captured on its stream, the graphs replayed: each replay is the next call.
