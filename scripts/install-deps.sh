@@ -41,3 +41,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# The direct kernel's SASS check (tests/unit/cuda/direct_sass_check.sh) disassembles with
+# cuobjdump and nvdisasm: where the CUDA toolkit has nvcc but not them, PyPI's packages.
+if [ "${1:-}" != --run ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  for tool in cuobjdump nvdisasm; do
+    if [ ! -x /usr/local/cuda/bin/$tool ] && ! command -v $tool >/dev/null &&
+       ! python3 -c "import nvidia, glob, sys; sys.exit(not any(glob.glob(p + '/cu*/bin/$tool') for p in nvidia.__path__))" 2>/dev/null; then
+      echo "installing: nvidia-cuda-$tool (pip)"
+      python3 -m pip install -q "nvidia-cuda-$tool" || echo "nvidia-cuda-$tool not installed: the SASS check skips"
+    fi
+  done
+fi

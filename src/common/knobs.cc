@@ -117,6 +117,17 @@ const std::vector<Knob>& knobs() {
        "where the CUDA MPS control daemon's pipe lives (read, not set): without MPS, processes "
        "sharing a GPU stage their calls on device memory instead of running kernels that wait "
        "for each other"},
+      {"WEFT_DIRECT", nullptr, "1",
+       "collectives on device memory among ranks whose buffers every rank's kernel can address "
+       "(one process, one GPU or GPUs with peer access) load and store the peers' buffers "
+       "directly (0: the device interpreter's FIFOs)"},
+      {"WEFT_DIRECT_ONESHOT_BYTES", nullptr, "262144",
+       "direct allreduce: calls of at most this many bytes are one-shot (every rank reduces all "
+       "elements from every input: least latency), larger ones two-shot (each rank reduces 1/n "
+       "and stores it into every output: each element reduced once)"},
+      {"WEFT_DIRECT_BLOCK_BYTES", nullptr, "32768",
+       "direct kernels: bytes of a rank's share of a call per thread block at least (fewer, "
+       "fuller blocks for small calls; at most the GPU's SMs shared among its ranks)"},
       {"WEFT_CUDA_DRIVER", nullptr, "libcuda.so.1",
        "the CUDA driver library loaded (dlopen) to tell device memory from host memory and to "
        "run calls on device memory"},

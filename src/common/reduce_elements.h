@@ -207,6 +207,15 @@ WEFT_HD_INLINE typename E::Storage scale(typename E::Storage v, typename E::Calc
   return E::fromCalc(E::mul(E::toCalc(v), s));
 }
 
+// A Scalar's bytes (PreMulSum's factor, stored in the element type) as E's arithmetic type.
+template <class E>
+WEFT_HD_INLINE typename E::Calc scalarOf(const Scalar& scalar) {
+  typename E::Storage v{};
+  auto* to = reinterpret_cast<unsigned char*>(&v);
+  for (unsigned k = 0; k < sizeof v; ++k) to[k] = scalar.bytes[k];
+  return E::toCalc(v);
+}
+
 // One element of Avg's final division on the integer types (Sum, then divide by the ranks): in
 // 64-bit arithmetic of the type's signedness, so a divisor wider than the type stays what it
 // is, rounding toward zero like C division. A floating type divides in its arithmetic type

@@ -82,6 +82,9 @@ Tuning Tuning::fromEnvironment() {
   t.deviceMaxConnections =
       static_cast<int>(std::clamp<int64_t>(env::getInt("CUDA_DEVICE_MAX_CONNECTIONS"), 1, 128));
   t.mpsPipeDirectory = env::get("CUDA_MPS_PIPE_DIRECTORY");
+  t.direct = env::getInt("WEFT_DIRECT") != 0;
+  t.directOneShotBytes = bytes("WEFT_DIRECT_ONESHOT_BYTES");
+  t.directBlockBytes = std::max<uint64_t>(1, bytes("WEFT_DIRECT_BLOCK_BYTES"));
   t.ibDisabled = env::getInt("NCCL_IB_DISABLE") != 0;
   t.ibHca = env::get("NCCL_IB_HCA");
   t.ibGidIndex = static_cast<int>(std::clamp<int64_t>(env::getInt("NCCL_IB_GID_INDEX"), -1, 255));

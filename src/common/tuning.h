@@ -71,6 +71,10 @@ struct Tuning {
   uint64_t deviceStagingBytes = 1048576;             // WEFT_DEVICE_STAGING_BYTES
   int deviceMaxConnections = 8;                      // CUDA_DEVICE_MAX_CONNECTIONS
   std::string mpsPipeDirectory = "/tmp/nvidia-mps";  // CUDA_MPS_PIPE_DIRECTORY
+  // Direct peer-memory kernels (src/cuda/direct_launch.h).
+  bool direct = true;                    // WEFT_DIRECT
+  uint64_t directOneShotBytes = 262144;  // WEFT_DIRECT_ONESHOT_BYTES
+  uint64_t directBlockBytes = 32768;     // WEFT_DIRECT_BLOCK_BYTES
 
   // --- RDMA (transports/ib).
   bool ibDisabled = false;     // NCCL_IB_DISABLE

@@ -296,6 +296,10 @@ std::unique_ptr<DeviceKernelRank> DeviceKernelRank::make(const cuda::DriverApi& 
   m.timeoutNs = t.timeout.count() > 0 ? static_cast<uint64_t>(t.timeout.count()) * 1000000ull
                                       : ~uint64_t{0} / 2;
   m.status = k->world_->statusOf(comm.rank());
+  std::string directWhy;
+  k->direct_ = cuda::DirectRank::make(api, comm, k->world_, device, oneGpu, &directWhy);
+  if (!k->direct_)
+    WEFT_INFO(INIT, "rank %d: no direct kernels: %s", comm.rank(), directWhy.c_str());
   return k;
 }
 
@@ -354,6 +358,8 @@ cuda::CuContext DeviceKernelRank::context() const { return world_->context(); }
 
 Status DeviceKernelRank::failure(std::string* why) const {
   auto* s = static_cast<cuda::DeviceStatus*>(impl_->status.host);
+  if (direct_)
+    if (Status st = direct_->failure(why); st != Status::kSuccess) return st;
   if (__atomic_load_n(&s->error, __ATOMIC_ACQUIRE) == 0) return Status::kSuccess;
   cuda::DeviceStatus copy;
   std::memcpy(&copy, s, sizeof(copy));
@@ -367,6 +373,17 @@ Status DeviceKernelRank::failure(std::string* why) const {
       return Status::kRemoteError;
   }
 }
+
+namespace {
+
+// Whether calls on `stream` may meet the other ranks of the process (src/cuda/launch_meeting.h):
+// the legacy stream, or every stream sharing one hardware queue.
+bool needsMeeting(const Tuning& t, void* stream) {
+  return t.deviceMaxConnections <= 1 || stream == nullptr ||
+         stream == reinterpret_cast<void*>(uintptr_t{1});
+}
+
+}  // namespace
 
 Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::string* why) {
   Impl& m = *impl_;
@@ -394,6 +411,14 @@ Status DeviceKernelRank::plan(const std::vector<Call>& calls, Unit* unit, std::s
       }
       // The Work only where this group's shape was never encoded.
       if (!m.blobs.count(u.key) && !m.lowered.count(u.key)) u.work = comm.p2pWork(calls);
+    } else if (direct_ && !needsMeeting(comm.tuning(), calls.front().stream) &&
+               direct_->takes(calls.front())) {
+      // Direct kernels run where the ranks' launches need no meeting (which carries interpreter
+      // launches only): not on the legacy stream, not with one hardware queue.
+      u.direct = true;
+      u.launch = direct_->launchOf(calls.front());
+      *unit = std::move(u);
+      return Status::kSuccess;
     } else {
       u.work = comm.workForDevice(calls.front());
       const exec::Work& w = u.work;

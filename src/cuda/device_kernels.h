@@ -42,6 +42,7 @@
 #include "src/core/call.h"
 #include "src/core/comm_view.h"
 #include "src/cuda/device_plan.h"
+#include "src/cuda/direct_rank.h"
 #include "src/cuda/driver_api.h"
 #include "src/cuda/interp_launch.h"
 
@@ -104,6 +105,8 @@ class DeviceKernelRank {
     std::vector<char*> buffers;  // by plan buffer id (scratch filled by prepare)
     size_t scratchBytes = 0;
     bool pointToPoint = false;  // a group's sends and receives (else one collective call)
+    bool direct = false;  // runs in the direct kernel (src/cuda/direct_rank.h): `launch`
+    cuda::DirectLaunch launch{};
   };
   Status plan(const std::vector<Call>& calls, Unit* unit, std::string* why);
   Status prepare(const Unit& unit, cuda::DeviceRunArgs* args, uint32_t* lanes, std::string* why);
@@ -129,6 +132,8 @@ class DeviceKernelRank {
   std::shared_ptr<LaunchDone> lastLaunch() const;
 
   const cuda::InterpModule& module() const;
+  // The direct kernel (where the communicator takes the direct path).
+  const cuda::DirectKernel& directKernel() const { return direct_->kernel(); }
   // The context of the rank's GPU (its launches and set-up run there).
   cuda::CuContext context() const;
   const cuda::DriverApi& api() const { return *api_; }
@@ -144,6 +149,7 @@ class DeviceKernelRank {
   uint32_t threads_ = 256;
   std::shared_ptr<DeviceWorld> world_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<cuda::DirectRank> direct_;  // null: every call on the interpreter
 };
 
 // Queues `calls` (on device memory, each of a communicator with a DeviceKernelRank, on any

@@ -50,7 +50,8 @@ inline constexpr unsigned kCuStreamWriteValueDefault = 0;   // CU_STREAM_WRITE_V
 inline constexpr int kCuStreamCaptureStatusNone = 0;        // CU_STREAM_CAPTURE_STATUS_NONE
 inline constexpr int kCuStreamCaptureModeRelaxed = 2;       // CU_STREAM_CAPTURE_MODE_RELAXED
 
-inline constexpr int kCuDeviceAttributePciBusId = 33;  // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+inline constexpr int kCuDeviceAttributeMultiprocessorCount = 16;  // ..._MULTIPROCESSOR_COUNT
+inline constexpr int kCuDeviceAttributePciBusId = 33;             // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
 inline constexpr int kCuDeviceAttributeVmmSupported =
     102;  // ..._VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 inline constexpr int kCuDeviceAttributePosixFdSupported =

@@ -65,6 +65,9 @@ class InterpModule {
   // no plan.
   CuResult launch(const InterpLaunch& p, CuStream stream, uint32_t threads = 256) const;
 
+  // The loaded module: its image also carries the direct kernel (src/cuda/direct_launch.h).
+  CuModule module() const { return static_cast<CuModule>(module_); }
+
  private:
   InterpModule() = default;
   const DriverApi* api_ = nullptr;

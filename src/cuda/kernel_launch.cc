@@ -74,7 +74,19 @@ Status groupByStream(const std::vector<Call>& calls, const std::vector<DeviceKer
 Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
                    StreamLaunches::Round& round, std::string* why) {
   cuda::InterpLaunch p;
+  // The round's direct units, the ranks of one call merged into one launch.
+  std::vector<std::pair<const cuda::DirectKernel*, cuda::DirectLaunch>> direct;
   for (size_t i = 0; i < round.ranks.size(); ++i) {
+    if (const DeviceKernelRank::Unit& u = round.planned[i]; u.direct) {
+      auto it = std::find_if(direct.begin(), direct.end(), [&](const auto& d) {
+        return cuda::launchesMerge(d.second, u.launch);
+      });
+      if (it == direct.end())
+        direct.emplace_back(&round.ranks[i]->directKernel(), u.launch);
+      else
+        it->second.rank[it->second.ranks++] = u.launch.rank[0];
+      continue;
+    }
     uint32_t l = 0;
     if (Status st = round.ranks[i]->prepare(round.planned[i], &p.args[p.ranks], &l, why);
         st != Status::kSuccess)
@@ -97,6 +109,8 @@ Status launchRound(const cuda::DriverApi& api, CuStream stream, bool capturing,
   const ContextScope scope(api, round.ranks.front()->context());
   if (rc == cuda::kCuSuccess)
     rc = round.ranks.front()->module().launch(p, stream, round.ranks.front()->threads());
+  for (const auto& [kernel, launch] : direct)
+    if (rc == cuda::kCuSuccess) rc = kernel->launch(launch, stream);
   if (rc == cuda::kCuSuccess && !capturing) {
     done = std::make_shared<LaunchDone>();
     done->api = &api;

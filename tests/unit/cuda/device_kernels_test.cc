@@ -224,10 +224,13 @@ class LargeDeviceCalls : public DeviceKernels, public ::testing::WithParamInterf
 TEST_P(LargeDeviceCalls, EveryCollective) {
   setenv("NCCL_ALGO", GetParam(), 1);  // read at init
   setenv("WEFT_SLOTS", "4", 1);
+  // A forced algorithm runs in the interpreter; the chosen one takes the direct kernels.
+  setenv("WEFT_DIRECT", *GetParam() ? "0" : "1", 1);
   const int n = 3;
   init(n);
   unsetenv("NCCL_ALGO");
   unsetenv("WEFT_SLOTS");
+  unsetenv("WEFT_DIRECT");
   const size_t count = (size_t{3} << 20) / 4 + 13;  // 3 MiB of floats per rank, and a tail
   std::vector<std::unique_ptr<FakeDeviceBuffer<float>>> send, recv;
   for (int r = 0; r < n; ++r) {

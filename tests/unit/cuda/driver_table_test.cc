@@ -125,6 +125,7 @@ static_assert(kCuMemAllocationTypePinned == CU_MEM_ALLOCATION_TYPE_PINNED);
 static_assert(kCuMemLocationTypeDevice == CU_MEM_LOCATION_TYPE_DEVICE);
 static_assert(kCuMemAccessProtReadWrite == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 static_assert(kCuMemAllocGranularityRecommended == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+static_assert(kCuDeviceAttributeMultiprocessorCount == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
 static_assert(kCuDeviceAttributeVmmSupported ==
               CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
 static_assert(kCuDeviceAttributePosixFdSupported ==

@@ -22,6 +22,8 @@ uint64_t weftFakeKernelLaunches();
 // and waits the fake gave up as deadlocks.
 uint64_t weftFakeSyncHazards();
 uint64_t weftFakeDeadlocks();
+// Of them, launches of the direct kernel (weftDirect).
+uint64_t weftFakeDirectLaunches();
 }
 
 namespace weft::test {

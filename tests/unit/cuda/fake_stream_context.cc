@@ -1,5 +1,6 @@
 // The fake stream driver's GPUs, contexts and CUDA IPC (see fake_stream_driver.cc). It has
-// WEFT_FAKE_GPUS GPUs (default 1), each with a primary context; a thread that set none behaves
+// WEFT_FAKE_GPUS GPUs (default 1) of kDefaultSms multiprocessors each (weftFakeSetSmCount changes
+// that), each with a primary context; a thread that set none behaves
 // as if the runtime had made GPU 0's current. Every pair of GPUs can access each other unless
 // WEFT_FAKE_NO_PEER is set. A legacy IPC handle names the owner's pid and the memfd behind the
 // allocation, which a peer process maps through /proc (both run as one user on one host, as CUDA
@@ -26,6 +27,10 @@ constexpr CuResult kInvalidHandle = 400;
 constexpr CuResult kPeerAccessUnsupported = 217;  // CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
 constexpr uint32_t kHandleMagic = 0x50494657;     // "WFIP"
 constexpr int kMaxGpus = 8;
+constexpr int kAttrMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+// Few, so that the direct kernels' blocks (a host thread each) stay few in tests.
+constexpr int kDefaultSms = 4;
+int smCount = kDefaultSms;
 
 struct IpcHandle {  // CUipcMemHandle: 64 bytes, passed by value
   unsigned char reserved[64];
@@ -89,6 +94,17 @@ FAKE_EXPORT CuResult cuCtxGetDevice(int* device) {
   if (!current) return kInvalidContext;
   *device = weft::fake::currentDevice();
   return kSuccess;
+}
+// The multiprocessor count; every other attribute reads 0 (unsupported), as before the fake had
+// this entry point.
+FAKE_EXPORT CuResult cuDeviceGetAttribute(int* value, int attribute, int device) {
+  if (!validDevice(device)) return kInvalidDevice;
+  *value = attribute == kAttrMultiprocessorCount ? __atomic_load_n(&smCount, __ATOMIC_RELAXED) : 0;
+  return kSuccess;
+}
+// Sets every GPU's multiprocessor count (at least 1).
+FAKE_EXPORT void weftFakeSetSmCount(int sms) {
+  __atomic_store_n(&smCount, sms < 1 ? 1 : sms, __ATOMIC_RELAXED);
 }
 FAKE_EXPORT CuResult cuDeviceGetPCIBusId(char* busId, int length, int device) {
   if (!validDevice(device)) return kInvalidDevice;
