@@ -145,8 +145,9 @@ constexpr int kMaxGpus = 8;
 
 struct Driver {
   std::mutex mu;
-  std::set<void*> modules;            // loaded, not yet unloaded
-  std::atomic<uint64_t> launches{0};  // kernels queued (captured ones included)
+  std::set<void*> modules;                  // loaded, not yet unloaded
+  std::atomic<uint64_t> launches{0};        // kernels queued (captured ones included)
+  std::atomic<uint64_t> directLaunches{0};  // of them, the direct kernel's
   std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
   std::set<Stream*> streams;  // made by cuStreamCreate or the test, not yet destroyed
   // Kernels running per GPU, and this process's over all GPUs (WEFT_FAKE_NO_MPS).

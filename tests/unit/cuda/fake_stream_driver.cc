@@ -7,10 +7,10 @@
 // What a program using the driver API itself needs (the perf tools) is there too: a primary
 // context, cuMemAlloc'd device memory, synchronous copies, streams it creates, and events whose
 // elapsed time comes from a steady clock read when the stream reaches them.
-<<<<<<< HEAD
-// Kernels from an image: any image loads, and its one kernel is the device interpreter's
-// (weftInterpret, src/cuda/interp_launch.h), run by the interpreter's host build with one host
-// thread per block, all of a launch's blocks at once (its lanes wait for each other).
+// Kernels from an image: any image loads, and it has the library's two kernels: the device
+// interpreter (weftInterpret, src/cuda/interp_launch.h) and the direct collectives (weftDirect,
+// src/cuda/direct_launch.h), each run by its host build with one host thread per block, all of a
+// launch's blocks at once (they wait for each other).
 //
 // Like a GPU, it synchronises the device where the real driver does: cuMemAlloc, cuMemFree,
 // cuMemHostAlloc, cuMemAllocHost and cuMemFreeHost wait for every running kernel of the current
@@ -30,12 +30,6 @@
 //                            run at once (a process holds an exclusive lock on the file while
 //                            any of its kernels runs).
 // Two kernels on one stream run one after the other, as on a GPU.
-=======
-// Kernels from an image: any image loads, and it has the library's two kernels: the device
-// interpreter (weftInterpret, src/cuda/interp_launch.h) and the direct collectives (weftDirect,
-// src/cuda/direct_launch.h), each run by its host build with one host thread per block, all of a
-// launch's blocks at once (they wait for each other).
->>>>>>> direct
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -77,84 +71,7 @@ constexpr std::chrono::seconds kWaitLimit{300};
 constexpr int kAttrMemoryType = 2, kAttrBufferId = 7, kAttrIsManaged = 8, kAttrDeviceOrdinal = 9;
 constexpr unsigned kMemoryTypeDevice = 2;
 
-<<<<<<< HEAD
-// The one kernel every module has: its CUfunction handle.
-=======
-struct Stream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Op> ops;
-  bool busy = false;
-  bool stop = false;
-  bool capturing = false;
-  std::vector<Op> captured;
-  std::thread worker;
-
-  Stream() : worker([this] { loop(); }) {}
-  ~Stream() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      stop = true;
-    }
-    cv.notify_all();
-    worker.join();
-  }
-  void loop() {
-    std::unique_lock<std::mutex> lock(mu);
-    for (;;) {
-      cv.wait(lock, [&] { return stop || !ops.empty(); });
-      if (ops.empty()) return;
-      Op op = std::move(ops.front());
-      ops.pop_front();
-      busy = true;
-      lock.unlock();
-      op();
-      lock.lock();
-      busy = false;
-      cv.notify_all();
-    }
-  }
-  CuResult push(Op op) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (capturing)
-      captured.push_back(std::move(op));
-    else
-      ops.push_back(std::move(op));
-    cv.notify_all();
-    return kSuccess;
-  }
-  void synchronize() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return ops.empty() && !busy; });
-  }
-  bool synchronizeFor(std::chrono::seconds limit) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, limit, [&] { return ops.empty() && !busy; });
-  }
-};
-
-// An event: the time its stream reached it, once it has.
-struct Event {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool reached = true;  // an event never recorded counts as complete, as in CUDA
-  std::chrono::steady_clock::time_point at{};
-};
-
-struct Graph {
-  std::vector<Op> ops;
-};
-
-struct Driver {
-  std::mutex mu;
-  std::set<void*> modules;                  // loaded, not yet unloaded
-  std::atomic<uint64_t> launches{0};        // kernels queued (captured ones included)
-  std::atomic<uint64_t> directLaunches{0};  // of them, the direct kernel's
-  std::unique_ptr<Stream> legacy = std::make_unique<Stream>();
-};
-
 // The kernels every module has: their CUfunction handles.
->>>>>>> direct
 int interpFunction;
 int directFunction;
 
@@ -511,15 +428,12 @@ FAKE_EXPORT void weftFakeGraphLaunch(void* graph, void* stream) {
 FAKE_EXPORT void weftFakeGraphDestroy(void* graph) { delete static_cast<Graph*>(graph); }
 // How many kernels were queued or captured (cuLaunchKernel calls that succeeded).
 FAKE_EXPORT uint64_t weftFakeKernelLaunches() { return driver().launches.load(); }
-<<<<<<< HEAD
 // Calls that synchronise the device (allocations, frees) made while kernels of its GPU ran, and
 // waits the fake gave up as deadlocks.
 FAKE_EXPORT uint64_t weftFakeSyncHazards() { return driver().syncHazards.load(); }
 FAKE_EXPORT uint64_t weftFakeDeadlocks() { return driver().deadlocks.load(); }
-=======
 // How many of them were the direct kernel's.
 FAKE_EXPORT uint64_t weftFakeDirectLaunches() { return driver().directLaunches.load(); }
->>>>>>> direct
 // How many modules are loaded.
 FAKE_EXPORT size_t weftFakeModulesLoaded() {
   Driver& d = driver();
