@@ -116,6 +116,9 @@ class DeviceWorld {
     void* host = nullptr;
     cuda::CuDevicePtr device = 0;
   };
+  // Pinned memory of `bytes` (zeroed). Allocating synchronises the device: only before any
+  // launch of this world (the direct kernels' statuses, made with their first rank's state).
+  HostBlock hostBlock(size_t bytes);
   // Rank `rank`'s status slot (rank < cuda::kMaxLaunchRanks), allocated at join.
   HostBlock statusOf(int rank) const;
   // A launch carrying ranks of this world was queued: it counts until it finished.
@@ -146,7 +149,6 @@ class DeviceWorld {
   DeviceWorld(const cuda::DriverApi& api, int device, const Config& config);
   friend class ContextScope;
   void check(cuda::CuResult rc, const char* what) const;
-  HostBlock hostBlock(size_t bytes);
   // A fresh arena chunk of at least `bytes` (the caller holds mu_).
   void grow(size_t bytes);
   bool quiescentLocked();
