@@ -105,7 +105,7 @@ class DeviceKernelRank {
     std::vector<char*> buffers;  // by plan buffer id (scratch filled by prepare)
     size_t scratchBytes = 0;
     bool pointToPoint = false;  // a group's sends and receives (else one collective call)
-    bool direct = false;  // runs in the direct kernel (src/cuda/direct_rank.h): `launch`
+    bool direct = false;        // runs in the direct kernel (src/cuda/direct_rank.h): `launch`
     cuda::DirectLaunch launch{};
   };
   Status plan(const std::vector<Call>& calls, Unit* unit, std::string* why);
